@@ -1,0 +1,14 @@
+# moejit_embed_kernels(OUT file1.cuh file2.cuh ...)
+# Writes OUT, a C++ file defining moejit::codegen::embedded_kernel_sources():
+# one {name, text} pair per kernel source, the text as a byte array (no raw-string
+# delimiter can clash with CUDA source). Regenerated when any source changes.
+function(moejit_embed_kernels out)
+  set(srcs ${ARGN})
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} "-DSRCS=${srcs}" -DNS=moejit::codegen
+            -DFUNC=embedded_kernel_sources
+            -P ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
+    DEPENDS ${srcs} ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
+    COMMENT "Embedding kernel sources")
+endfunction()

@@ -1,0 +1,14 @@
+# moejit_embed_models(OUT models/<name>/config.json ...)
+# Embeds the Hugging Face config.json files under models/ so that
+# `moejit-prewarm --model NAME` needs no file at run time. The name of an entry
+# is its folder name (gpt-oss-120b, ...).
+function(moejit_embed_models out)
+  set(srcs ${ARGN})
+  add_custom_command(
+    OUTPUT ${out}
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} "-DSRCS=${srcs}" -DNS=moejit::model
+            -DFUNC=embedded_model_configs -DNAME_FROM_DIR=ON
+            -P ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
+    DEPENDS ${srcs} ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
+    COMMENT "Embedding model configs")
+endfunction()

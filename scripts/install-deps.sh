@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the Debian packages moejit builds and tests with. Idempotent.
+# The CUDA toolkit (NVRTC headers, cuda.h) is expected at $CUDA_HOME (default /usr/local/cuda).
+set -euo pipefail
+pkgs=(cmake g++ make libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev catch2 libxxhash-dev)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}"
+fi
