@@ -18,6 +18,7 @@
 #include "compiler/nvrtc_compiler.hpp"
 #include "driver/cuda_api.hpp"
 #include "driver/device_buffer.hpp"
+#include "gpu_runtime.hpp"
 #include "moejit/error.hpp"
 #include "moejit/quant.hpp"
 #include "reference/rng.hpp"
@@ -32,21 +33,29 @@ namespace {
 // The quantizer compiled and loaded once in the primary context of device 0.
 // (Straight through the compiler, so this test does not depend on the Runtime's
 // caches; the Runtime path is the same key -> same source.)
+// Target of the current device (sm_90a on the H200).
+Target device_target() {
+  driver::ensure_context(0);
+  const auto& cu = driver::cuda();
+  int major = 0, minor = 0;
+  CUdevice dev = 0;
+  MOEJIT_CU_CHECK(cu.cuCtxGetDevice(&dev));
+  MOEJIT_CU_CHECK(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  MOEJIT_CU_CHECK(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  return Target{static_cast<std::uint16_t>(major * 10 + minor), major >= 9};
+}
+
+// The quantizer compiled and loaded once in the primary context of device 0,
+// straight through the compiler (the Runtime path has its own test case below).
 struct LoadedQuantizer {
   CUmodule module = nullptr;
   KernelRef ref;
   LoadedQuantizer() {
-    driver::ensure_context(0);
-    const SpecKey key = quantize_mxfp4_key(32);
+    const Target target = device_target();
+    const SpecKey key = quantize_mxfp4_key(32, target);
     const KernelSource ks = codegen::generate(key);
-    int major = 0, minor = 0;
-    CUdevice dev = 0;
-    const auto& cu = driver::cuda();
-    MOEJIT_CU_CHECK(cu.cuCtxGetDevice(&dev));
-    MOEJIT_CU_CHECK(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-    MOEJIT_CU_CHECK(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-    const Target target{static_cast<std::uint16_t>(major * 10 + minor), major >= 9};
     const auto out = compiler::compile(ks, target, key.to_text());
+    const auto& cu = driver::cuda();
     MOEJIT_CU_CHECK(cu.cuModuleLoadData(&module, out.cubin.data()));
     MOEJIT_CU_CHECK(cu.cuModuleGetFunction(&ref.function, module, out.lowered_name.c_str()));
     ref.launch = ks.launch;
@@ -201,4 +210,35 @@ TEST_CASE("GPU MXFP4 quantizer throughput (informational)", "[gpu][quant][perf]"
   (void)cu.cuEventDestroy_v2(start);
   (void)cu.cuEventDestroy_v2(stop);
   CHECK(ms > 0.0f);
+}
+
+TEST_CASE("GPU MXFP4 quantizer through the Runtime (key -> cached kernel)", "[gpu][quant][runtime]") {
+  TestRng rng(300);
+  const std::uint64_t rows = 129;
+  const std::uint32_t cols = 2880;
+  std::vector<float> w(rows * cols);
+  fill_blocks(w, rng);
+  std::vector<std::uint16_t> w16(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) w16[i] = float_to_bf16(w[i]);
+  std::vector<std::uint8_t> cpu_data(w.size() / 2), cpu_scales(w.size() / 32);
+  quantize_mxfp4_cpu(w16.data(), rows, cols, cpu_data.data(), cpu_scales.data());
+
+  Runtime& rt = moejit::testing::gpu_runtime();
+  DeviceBuffer in(w16.size() * 2), data(cpu_data.size()), scales(cpu_scales.size());
+  in.upload(w16.data(), in.bytes());
+  data.fill_bytes(0xAB);
+  scales.fill_bytes(0xAB);
+  quantize_mxfp4_gpu(rt, in.get(), DType::bf16, rows, cols, data.get(), scales.get(), nullptr, device_target());
+  MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize());
+  std::vector<std::uint8_t> gd(cpu_data.size()), gs(cpu_scales.size());
+  data.download(gd.data(), gd.size());
+  scales.download(gs.data(), gs.size());
+  CHECK(first_mismatch(gd, cpu_data) == std::string::npos);
+  CHECK(first_mismatch(gs, cpu_scales) == std::string::npos);
+  // Another column count: a different key with the same source, so no new compile.
+  const auto compiles = rt.stats().compiles;
+  DeviceBuffer d2(64 * 64 / 2), s2(64 * 64 / 32);
+  quantize_mxfp4_gpu(rt, in.get(), DType::bf16, 64, 64, d2.get(), s2.get(), nullptr, device_target());
+  MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize());
+  CHECK(rt.stats().compiles == compiles);
 }
