@@ -422,6 +422,8 @@ TEST_CASE("GPU quantizer source compiles with NVRTC for sm_90a", "[quant][codege
   CHECK(!out.cubin.empty());
   CHECK(out.lowered_name.find("quantize_mxfp4_kernel") != std::string::npos);
   INFO(out.log);
+  CHECK(out.resources.registers > 0);
+  CHECK(out.resources.registers <= 64);  // __launch_bounds__(256): plenty of headroom
   CHECK(out.resources.spill_store_bytes == 0);
   CHECK(out.resources.spill_load_bytes == 0);
 }
