@@ -13,6 +13,7 @@ namespace moejit {
 struct LaunchContract {
   std::uint32_t block_threads = 0;
   std::uint32_t dynamic_smem_bytes = 0;  // raised with cuFuncSetAttribute when > 48 KB
+  friend bool operator==(const LaunchContract&, const LaunchContract&) = default;
 };
 
 struct KernelSource {

@@ -82,6 +82,8 @@ std::string AddressPayload::canonical_text() const {
   for (const auto& o : options) t += "option=" + escape_value(o) + "\n";
   t += std::string("source_xxh3_128=") + src + "\n";
   t += "source_bytes=" + std::to_string(source_bytes) + "\n";
+  t += "block_threads=" + std::to_string(launch.block_threads) + "\n";
+  t += "dynamic_smem_bytes=" + std::to_string(launch.dynamic_smem_bytes) + "\n";
   return t;
 }
 
@@ -110,6 +112,9 @@ std::string AddressPayload::first_difference(const AddressPayload& o) const {
     return diff("source", std::string(a) + "/" + std::to_string(source_bytes),
                 std::string(b) + "/" + std::to_string(o.source_bytes));
   }
+  if (!(launch == o.launch))
+    return diff("launch", std::to_string(launch.block_threads) + "x" + std::to_string(launch.dynamic_smem_bytes),
+                std::to_string(o.launch.block_threads) + "x" + std::to_string(o.launch.dynamic_smem_bytes));
   return {};
 }
 
@@ -122,6 +127,7 @@ AddressPayload make_payload(const KernelSource& source, const Target& target, st
   p.options = compiler::nvrtc_options(source, target);
   p.source_hash = xxh3_128(source.source);
   p.source_bytes = source.source.size();
+  p.launch = source.launch;
   return p;
 }
 

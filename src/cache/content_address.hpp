@@ -2,7 +2,7 @@
 // The content address of a compiled kernel: XXH3-128 of a canonical text built
 // from everything the cubin depends on (docs/cache-format.md):
 //   library version, XXH3-128 and length of the generated source, name
-//   expression, the exact NVRTC option list, NVRTC version, target.
+//   expression, the exact NVRTC option list, NVRTC version, target, launch contract.
 // Many specialization keys map to one address (the key is not part of it).
 #include <cstdint>
 #include <optional>
@@ -23,6 +23,10 @@ struct AddressPayload {
   std::vector<std::string> options;     // exactly as passed to nvrtcCompileProgram
   Hash128 source_hash;                  // XXH3-128 of the source text
   std::uint64_t source_bytes = 0;
+  // Why the launch contract is part of the address: two keys may compile to the
+  // same cubin yet need different launches (the routing kernel's shared memory
+  // grows with the expert count); an entry serves only keys whose launch matches.
+  LaunchContract launch;
 
   friend bool operator==(const AddressPayload&, const AddressPayload&) = default;
 

@@ -21,7 +21,7 @@
 //   body         := cubin bytes (ELF)
 //
 // The file size must equal 40 + header_len + body_len exactly. The first eight
-// header lines are the content-address payload; the entry's file name is the
+// header lines plus block_threads and dynamic_smem_bytes are the content-address payload; the entry's file name is the
 // XXH3-128 of AddressPayload::canonical_text() (checked by DiskCache).
 #include "cache/entry_format.hpp"
 
@@ -177,6 +177,7 @@ bool parse_header(std::string_view text, EntryHeader& e, std::string& error) {
        r.integer("shared_bytes", e.resources.shared_bytes) && r.decimal("compile_ms", e.compile_ms) &&
        r.integer("created_unix", e.created_unix) && r.str("nvrtc_log", e.nvrtc_log) && r.at_end();
   if (!ok) error = "bad header: " + r.error();
+  p.launch = e.launch;
   return ok;
 }
 

@@ -137,6 +137,7 @@ TEST_CASE("entry format: encode/decode round trip and every prefix rejects", "[c
   e.header.key_text = "op=gate_up m=1";
   e.header.lowered_name = "_Z1kv";
   e.header.launch = {256, 100000};
+  e.header.payload.launch = e.header.launch;  // the launch contract is part of the address
   e.header.resources = {40, 4, 8, 16, 1024};
   e.header.compile_ms = 12.5;
   e.header.created_unix = 1700000000;

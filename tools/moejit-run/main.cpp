@@ -17,7 +17,9 @@
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
 #include "moejit/model.hpp"
+#include "moejit/moe_layer.hpp"
 #include "moejit/runtime.hpp"
+#include "ops/grouped_gemm_config.hpp"
 
 using namespace moejit;
 using namespace moejit::testing;
@@ -28,6 +30,7 @@ struct Row {
   std::uint32_t T;
   double us, weight_tbps, tflops, floor_us, err;
   std::uint32_t experts_hit;
+  double step_us[4];  // route, gate_up, down, combine (medians, timed separately)
 };
 
 double median(std::vector<float> v) {
@@ -124,6 +127,28 @@ int main(int argc, char** argv) {
         MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
         ms.push_back(t);
       }
+      // Per-step medians: each step timed alone between events.
+      double step_us[4];
+      for (int step = 0; step < 4; ++step) {
+        std::vector<float> sm;
+        for (int i = 0; i < iters; ++i) {
+          const auto& a = runs[i % 3]->args;
+          layer.route(a, nullptr);
+          if (step >= 2) layer.gate_up(w->device(), a, nullptr);
+          if (step >= 3) layer.down(w->device(), a, nullptr);
+          MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, nullptr));
+          if (step == 0) layer.route(a, nullptr);
+          if (step == 1) layer.gate_up(w->device(), a, nullptr);
+          if (step == 2) layer.down(w->device(), a, nullptr);
+          if (step == 3) layer.combine(a, nullptr);
+          MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, nullptr));
+          MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
+          float t = 0;
+          MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
+          sm.push_back(t);
+        }
+        step_us[step] = median(sm) * 1e3;
+      }
       std::set<int> hit(ins[0].ids.begin(), ins[0].ids.end());
       hit.erase(-1);
       const double us = median(ms) * 1e3;
@@ -132,13 +157,29 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * rows_ * (double(w->n1()) * shape.hidden + double(shape.hidden) * shape.intermediate);
       const double floor_us = std::max(wbytes / (copy_tbps * 1e12), flops / (bf16_tflops * 1e12)) * 1e6;
       rows.push_back({T, us, wbytes / (us * 1e-6) / 1e12, flops / (us * 1e-6) / 1e12, floor_us, err,
-                      static_cast<std::uint32_t>(hit.size())});
+                      static_cast<std::uint32_t>(hit.size()), {step_us[0], step_us[1], step_us[2], step_us[3]}});
     }
     std::printf("\n%7s %8s %11s %12s %10s %10s %9s %10s\n", "T", "experts", "time_us", "weight_TB/s", "TFLOP/s",
                 "floor_us", "of_floor", "rel_err");
     for (const auto& r : rows)
       std::printf("%7u %8u %11.1f %12.2f %10.1f %10.1f %8.0f%% %10.2e\n", r.T, r.experts_hit, r.us, r.weight_tbps,
                   r.tflops, r.floor_us, 100.0 * r.floor_us / r.us, r.err);
+    std::printf("\n%7s %9s %10s %10s %10s   (each step timed alone, median us)\n", "T", "route", "gate_up",
+                "down", "combine");
+    for (const auto& r : rows)
+      std::printf("%7u %9.1f %10.1f %10.1f %10.1f\n", r.T, r.step_us[0], r.step_us[1], r.step_us[2], r.step_us[3]);
+    std::printf("\nkernels (ptxas report):\n");
+    for (std::uint32_t T : tokens) {
+      for (const SpecKey& key : moe_layer_keys(shape, quant, round_up_tokens(T), Target{})) {
+        const auto ck = rt.compiled(key);
+        std::string cfg;
+        if (key.op == OpKind::gate_up || key.op == OpKind::down) cfg = ops::choose_config(key).to_string();
+        std::printf("  T=%-5u %-8s regs=%-4d spill_st=%-3d spill_ld=%-3d stack=%-4d smem_dyn=%-6u threads=%-4u %s\n", T,
+                    std::string(to_string(key.op)).c_str(), ck->resources.registers, ck->resources.spill_store_bytes,
+                    ck->resources.spill_load_bytes, ck->resources.stack_frame_bytes, ck->launch.dynamic_smem_bytes,
+                    ck->launch.block_threads, cfg.c_str());
+      }
+    }
     const auto st = rt.stats();
     std::printf("\nkernels: %llu compiled, %llu disk hits, %llu memory hits\n", (unsigned long long)st.compiles,
                 (unsigned long long)st.disk_hits, (unsigned long long)st.memory_hits);
