@@ -6,6 +6,9 @@
 namespace moejit::codegen {
 
 KernelSource generate_grouped_gemm(const SpecKey& key);  // op = gate_up, down (src/ops)
+// op = gate_up, down with quant = mxfp8 / fp8_per_token (src/ops/fp8_grouped_gemm.cpp,
+// kernels/grouped_gemm_fp8_sm90.cuh).
+KernelSource generate_grouped_gemm_fp8(const SpecKey& key);
 KernelSource generate_route(const SpecKey& key);         // op = route (src/ops)
 KernelSource generate_combine(const SpecKey& key);       // op = combine (src/ops)
 // op = quantize (src/codegen/quantize_family.cpp). Supported: quant=w4a16_mxfp4
@@ -18,5 +21,9 @@ KernelSource generate_combine(const SpecKey& key);       // op = combine (src/op
 // num_blocks /*rows*cols/32*/, unsigned char* data, unsigned char* scales);
 // grid: any size (grid-stride loop), block: launch.block_threads.
 KernelSource generate_quantize(const SpecKey& key);
+// op = quantize with quant = mxfp8 / fp8_per_token (src/codegen/quantize_fp8_family.cpp):
+// the bf16 -> e4m3 activation quantizers of kernels/quantize_fp8.cuh. Key:
+// quantize_fp8_key() in moejit/quant.hpp. Launch: quantize_fp8_gpu().
+KernelSource generate_quantize_fp8(const SpecKey& key);
 
 }  // namespace moejit::codegen

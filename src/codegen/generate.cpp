@@ -15,10 +15,14 @@ std::string_view kernel_file(std::string_view file_name) {
 KernelSource generate(const SpecKey& key) {
   switch (key.op) {
     case OpKind::gate_up:
-    case OpKind::down: return generate_grouped_gemm(key);
+    case OpKind::down:
+      if (key.quant == QuantMode::mxfp8 || key.quant == QuantMode::fp8_per_token) return generate_grouped_gemm_fp8(key);
+      return generate_grouped_gemm(key);
     case OpKind::route: return generate_route(key);
     case OpKind::combine: return generate_combine(key);
-    case OpKind::quantize: return generate_quantize(key);
+    case OpKind::quantize:
+      if (key.quant == QuantMode::mxfp8 || key.quant == QuantMode::fp8_per_token) return generate_quantize_fp8(key);
+      return generate_quantize(key);
     case OpKind::wgrad: break;
   }
   throw InvalidArgument("key field op=" + std::string(to_string(key.op)) +

@@ -28,10 +28,15 @@ SpecKey base_key(OpKind op, QuantMode quant, std::uint32_t bucket, std::uint32_t
 }  // namespace
 
 SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, std::uint32_t bucket, const Target& target) {
+  return gemm_key(op, s, quant, default_weight_scale(quant), bucket, target);
+}
+
+SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
+                 const Target& target) {
   const bool gate_up = op == OpKind::gate_up;
   SpecKey key = gate_up ? base_key(op, quant, bucket, gate_up_columns(s), s.hidden, target)
                         : base_key(op, quant, bucket, s.hidden, s.intermediate, target);
-  key.weight_scale = quant == QuantMode::w4a16_mxfp4 ? WeightScale::e8m0_block32 : WeightScale::none;
+  key.weight_scale = wscale;
   key.experts = static_cast<std::uint16_t>(s.experts);
   key.top_k = static_cast<std::uint16_t>(s.top_k);
   if (gate_up) {

@@ -9,6 +9,10 @@ namespace moejit::ops {
 // gate_up: n = 2I, k = D, the shape's activation and gate_up bias, bf16 out.
 // down: n = D, k = I, down bias, router weight applied, f32 out.
 SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, std::uint32_t bucket, const Target& target);
+// The same with an explicit weight-scale granularity (fp8_per_token: per_expert or
+// per_channel); the overload above uses default_weight_scale(quant).
+SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
+                 const Target& target);
 SpecKey route_key(const MoeLayerShape& shape, std::uint32_t bucket, const Target& target);
 SpecKey combine_key(const MoeLayerShape& shape, std::uint32_t bucket, const Target& target);
 

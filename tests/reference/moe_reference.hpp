@@ -15,9 +15,15 @@
 //   combine:  out[t] = sum over slots j = 0..top_k-1 (in that order, dropped
 //             slots skipped) of Y[row(t, j)].
 //
-// Operands are the dequantized weights (exact: e2m1 x E8M0 and bf16 are exact
-// in fp32 for every finite weight a quantizer produces from finite fp32), X in
-// bf16, router weights and bias as given; all products and sums in double.
+// Operands are the dequantized weights (exact: e2m1 x E8M0, e4m3 x E8M0 and
+// bf16 are exact in fp32 for every finite weight a quantizer produces from finite
+// fp32; per-token FP8 weight scales multiply the double dot product), X in bf16,
+// router weights and bias as given; all products and sums in double.
+// FP8 modes (MoeReferenceArgs::act_quant): the activations the kernels see are
+// quantized too, and that quantization is part of the op: X rows (and H rows
+// before down) go through the CPU quantizer (quantize_fp8_per_token_cpu /
+// quantize_mxfp8_cpu, bit-identical to the GPU quantizers) and are dequantized
+// exactly in double.
 // Errors (bad shapes, expert ids out of [-1, E)) throw std::invalid_argument.
 //
 // Cost: each expert hit is dequantized once per call (N*K), then one dot
@@ -44,11 +50,13 @@ namespace moejit::ref {
 
 // Weights of one grouped GEMM, [E, N, K], in host memory.
 struct WeightsView {
-  QuantMode format = QuantMode::bf16;   // bf16 or w4a16_mxfp4
+  QuantMode format = QuantMode::bf16;   // bf16, w4a16_mxfp4, mxfp8 or fp8_per_token
   std::uint32_t experts = 0, n = 0, k = 0;
   const std::uint16_t* bf16 = nullptr;   // bf16:        [E, N, K]
-  const std::uint8_t* data = nullptr;    // w4a16_mxfp4: [E, N, K/2]
-  const std::uint8_t* scales = nullptr;  // w4a16_mxfp4: [E, N, K/32]
+  const std::uint8_t* data = nullptr;    // w4a16_mxfp4: [E, N, K/2]; mxfp8, fp8_per_token: e4m3 [E, N, K]
+  const std::uint8_t* scales = nullptr;  // w4a16_mxfp4, mxfp8: E8M0 [E, N, K/32]
+  const float* f32_scales = nullptr;     // fp8_per_token: [E] (per_expert) or [E, N] (per_channel)
+  WeightScale wscale = WeightScale::none;
 
   static WeightsView of_bf16(const std::uint16_t* w, std::uint32_t e, std::uint32_t n, std::uint32_t k) {
     WeightsView v;
@@ -66,30 +74,66 @@ struct WeightsView {
   static WeightsView of_mxfp4(const Mxfp4Weights& w) {
     return of_mxfp4(w.data.data(), w.scales.data(), w.experts, w.n, w.k);
   }
+  static WeightsView of_mxfp8(const std::uint8_t* data, const std::uint8_t* scales, std::uint32_t e,
+                              std::uint32_t n, std::uint32_t k) {
+    WeightsView v;
+    v.format = QuantMode::mxfp8;
+    v.wscale = WeightScale::e8m0_block32;
+    v.experts = e, v.n = n, v.k = k, v.data = data, v.scales = scales;
+    return v;
+  }
+  static WeightsView of_fp8_per_token(const std::uint8_t* data, const float* scales, WeightScale ws,
+                                      std::uint32_t e, std::uint32_t n, std::uint32_t k) {
+    WeightsView v;
+    v.format = QuantMode::fp8_per_token;
+    v.wscale = ws;
+    v.experts = e, v.n = n, v.k = k, v.data = data, v.f32_scales = scales;
+    return v;
+  }
+
+  // The factor that multiplies the dot product of weight row (e, col): the
+  // per-token FP8 weight scale, 1 for every other format.
+  double row_scale(std::uint64_t e, std::uint32_t col) const {
+    if (format != QuantMode::fp8_per_token) return 1.0;
+    return wscale == WeightScale::per_channel ? static_cast<double>(f32_scales[e * n + col])
+                                              : static_cast<double>(f32_scales[e]);
+  }
 
   void check(const char* name) const {
     const std::string p = std::string("moe reference: ") + name;
     if (format == QuantMode::bf16) {
       if (bf16 == nullptr) throw std::invalid_argument(p + ": bf16 weights are null");
-    } else if (format == QuantMode::w4a16_mxfp4) {
-      if (data == nullptr || scales == nullptr) throw std::invalid_argument(p + ": MXFP4 data/scales are null");
+    } else if (format == QuantMode::w4a16_mxfp4 || format == QuantMode::mxfp8) {
+      if (data == nullptr || scales == nullptr) throw std::invalid_argument(p + ": MX data/scales are null");
       if (k % 32 != 0) throw std::invalid_argument(p + ": k = " + std::to_string(k) + " is not a multiple of 32");
+    } else if (format == QuantMode::fp8_per_token) {
+      if (data == nullptr || f32_scales == nullptr) throw std::invalid_argument(p + ": FP8 data/scales are null");
+      if (wscale != WeightScale::per_expert && wscale != WeightScale::per_channel)
+        throw std::invalid_argument(p + ": fp8_per_token needs wscale per_expert or per_channel");
     } else {
-      throw std::invalid_argument(p + ": format must be bf16 or w4a16_mxfp4");
+      throw std::invalid_argument(p + ": unknown weight format");
     }
   }
 
-  // Expert e as fp32 [N, K] (exact for bf16; for MXFP4 exact unless a value
-  // leaves the fp32 range, which quantized finite fp32 weights never do except
-  // at the FLT_MAX edge).
+  // Expert e as fp32 [N, K] (exact for bf16; for MXFP4 / MXFP8 exact unless a
+  // value leaves the fp32 range, which quantized finite fp32 weights never do
+  // except at the FLT_MAX edge; for fp8_per_token the bare e4m3 values: the
+  // scale is row_scale()).
   void dequantize_expert(std::uint32_t e, std::vector<float>& out) const {
     const std::uint64_t nk = std::uint64_t{n} * k;
     out.resize(nk);
     if (format == QuantMode::bf16) {
       const std::uint16_t* src = bf16 + e * nk;
       for (std::uint64_t i = 0; i < nk; ++i) out[i] = bf16_to_float(src[i]);
-    } else {
+    } else if (format == QuantMode::w4a16_mxfp4) {
       dequantize_mxfp4_cpu(data + e * nk / 2, scales + e * nk / 32, n, k, out.data());
+    } else if (format == QuantMode::mxfp8) {
+      const std::uint8_t* d = data + e * nk;
+      const std::uint8_t* sc = scales + e * nk / 32;
+      for (std::uint64_t i = 0; i < nk; ++i) out[i] = e4m3_to_float(d[i]) * e8m0_to_float(sc[i / 32]);
+    } else {
+      const std::uint8_t* d = data + e * nk;
+      for (std::uint64_t i = 0; i < nk; ++i) out[i] = e4m3_to_float(d[i]);
     }
   }
 };
@@ -180,6 +224,36 @@ inline double round_bf16(double v) { return bf16_to_float(float_to_bf16(static_c
 // ------------------------------------------------------------ the layer ----
 
 enum class HRounding : std::uint8_t { none, bf16 };
+// Quantization of the activations (X before gate_up, H before down) in the FP8 modes.
+enum class ActQuant : std::uint8_t { none, fp8_per_token, mxfp8 };
+
+// One row of activations as the FP8 kernels see it: quantized by the CPU
+// quantizer (bf16 input when `bf16_exact`, else fp32) and dequantized exactly.
+inline void quantize_dequantize_row(ActQuant q, const double* in, std::uint32_t cols, bool bf16_exact,
+                                    double* out) {
+  if (q == ActQuant::none) {
+    std::copy(in, in + cols, out);
+    return;
+  }
+  std::vector<std::uint16_t> b16(cols);
+  std::vector<float> f32(cols);
+  for (std::uint32_t i = 0; i < cols; ++i) {
+    f32[i] = static_cast<float>(in[i]);
+    b16[i] = float_to_bf16(f32[i]);
+  }
+  std::vector<std::uint8_t> codes(cols);
+  if (q == ActQuant::fp8_per_token) {
+    float scale = 0.f;
+    if (bf16_exact) quantize_fp8_per_token_cpu(b16.data(), 1, cols, codes.data(), &scale);
+    else quantize_fp8_per_token_cpu(f32.data(), 1, cols, codes.data(), &scale);
+    dequantize_fp8_per_token_cpu(codes.data(), &scale, 1, cols, out);
+  } else {
+    std::vector<std::uint8_t> scales(cols / 32);
+    if (bf16_exact) quantize_mxfp8_cpu(b16.data(), 1, cols, codes.data(), scales.data());
+    else quantize_mxfp8_cpu(f32.data(), 1, cols, codes.data(), scales.data());
+    dequantize_mxfp8_cpu(codes.data(), scales.data(), 1, cols, out);
+  }
+}
 enum class GammaAt : std::uint8_t { down, combine };  // where the router weight multiplies
 
 struct MoeReferenceArgs {
@@ -195,6 +269,7 @@ struct MoeReferenceArgs {
   double act_alpha = 1.702, act_limit = 7.0;  // swiglu_oai only
   HRounding h_rounding = HRounding::bf16;
   GammaAt gamma_at = GammaAt::down;
+  ActQuant act_quant = ActQuant::none;        // FP8 modes: quantize X and H as the kernels do
 
   std::uint32_t n1() const { return act == Activation::none ? intermediate : 2 * intermediate; }
   std::uint32_t h_cols() const { return intermediate; }
@@ -277,8 +352,10 @@ inline std::vector<double> gate_up_reference(const MoeReferenceArgs& args, const
     for (std::size_t i = runs[g].first; i < runs[g].second; ++i) {
       const std::uint32_t t = routing.row_token[rows[i]];
       for (std::uint32_t d = 0; d < D; ++d) x[d] = bf16_to_float(args.x[std::uint64_t{t} * D + d]);
+      if (args.act_quant != ActQuant::none) quantize_dequantize_row(args.act_quant, x.data(), D, true, x.data());
       for (std::uint32_t n = 0; n < N1; ++n)
-        z[n] = detail::dot(w.data() + std::uint64_t{n} * D, x.data(), D) + args.b1.at(e, n, N1);
+        z[n] = detail::dot(w.data() + std::uint64_t{n} * D, x.data(), D) * args.w1.row_scale(e, n) +
+               args.b1.at(e, n, N1);
       double* out = h.data() + i * std::uint64_t{HC};
       for (std::uint32_t c = 0; c < HC; ++c) {
         double v;
@@ -296,7 +373,9 @@ inline std::vector<double> gate_up_reference(const MoeReferenceArgs& args, const
 
 // down of the given routed rows from h [rows.size(), h_cols] (any source: the
 // reference's own H or the GPU's H converted to double): y = [rows.size(), D],
-// multiplied by the router weight when args.gamma_at == GammaAt::down.
+// multiplied by the router weight when args.gamma_at == GammaAt::down. h is
+// used as given: in the FP8 modes pass the quantized-dequantized H
+// (quantize_dequantize_row; moe_reference does).
 inline std::vector<double> down_reference(const MoeReferenceArgs& args, const Routing& routing,
                                           const std::vector<std::uint64_t>& rows, const double* h) {
   args.check();
@@ -312,7 +391,8 @@ inline std::vector<double> down_reference(const MoeReferenceArgs& args, const Ro
       const double* hr = h + i * std::uint64_t{HC};
       for (std::uint32_t d = 0; d < D; ++d)
         y[i * std::uint64_t{D} + d] =
-            gamma * (detail::dot(w.data() + std::uint64_t{d} * HC, hr, HC) + args.b2.at(e, d, D));
+            gamma * (detail::dot(w.data() + std::uint64_t{d} * HC, hr, HC) * args.w2.row_scale(e, d) +
+                     args.b2.at(e, d, D));
     }
   });
   return y;
@@ -323,7 +403,7 @@ struct MoeReferenceResult {
   std::vector<std::uint32_t> tokens;  // tokens computed, ascending
   std::vector<std::uint64_t> rows;    // their routed rows, ascending
   std::uint32_t h_cols = 0, hidden = 0;
-  std::vector<double> h;    // [rows.size(), h_cols] (after h_rounding)
+  std::vector<double> h;    // [rows.size(), h_cols] (after h_rounding; before FP8 quantization)
   std::vector<double> y;    // [rows.size(), hidden]
   std::vector<double> out;  // [tokens.size(), hidden]
 
@@ -364,7 +444,15 @@ inline MoeReferenceResult moe_reference(const MoeReferenceArgs& args, std::vecto
   res.h_cols = args.h_cols();
   res.hidden = args.hidden;
   res.h = gate_up_reference(args, res.routing, res.rows);
-  res.y = down_reference(args, res.routing, res.rows, res.h.data());
+  if (args.act_quant == ActQuant::none) {
+    res.y = down_reference(args, res.routing, res.rows, res.h.data());
+  } else {
+    std::vector<double> hq(res.h.size());
+    for (std::size_t i = 0; i < res.rows.size(); ++i)
+      quantize_dequantize_row(args.act_quant, res.h.data() + i * res.h_cols, res.h_cols,
+                              args.h_rounding == HRounding::bf16, hq.data() + i * res.h_cols);
+    res.y = down_reference(args, res.routing, res.rows, hq.data());
+  }
   const std::uint32_t D = args.hidden;
   res.out.assign(tokens.size() * std::uint64_t{D}, 0.0);
   for (std::size_t ti = 0; ti < tokens.size(); ++ti) {

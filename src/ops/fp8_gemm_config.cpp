@@ -1,0 +1,100 @@
+#include "ops/fp8_gemm_config.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "moejit/error.hpp"
+
+namespace moejit::ops {
+namespace {
+constexpr int kSmCount = 132;  // H200; only shapes the heuristic, never correctness
+constexpr int kBK = 128;       // bytes (= e4m3 elements) per k-slice
+constexpr std::uint32_t kMaxSmem = 227 * 1024;
+}  // namespace
+
+std::uint32_t Fp8GemmConfig::smem_bytes(QuantMode q) const {
+  const int a = bm() * kBK, b = bn() * kBK;
+  const int s = q == QuantMode::mxfp8 ? (((bm() + bn()) * (kBK / 32) + 15) / 16) * 16 : 0;
+  return static_cast<std::uint32_t>(stages * (a + b + s));
+}
+
+std::string Fp8GemmConfig::to_string() const {
+  return "fp8 bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
+         "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
+         " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
+}
+
+std::string why_not_fp8(const SpecKey& key) {
+  auto field = [](const char* name, auto v, const std::string& why) {
+    return std::string("key field ") + name + "=" + std::to_string(v) + ": " + why;
+  };
+  auto named = [](const char* name, std::string_view v, const std::string& why) {
+    return std::string("key field ") + name + "=" + std::string(v) + ": " + why;
+  };
+  if (key.op != OpKind::gate_up && key.op != OpKind::down)
+    return named("op", to_string(key.op), "not a grouped GEMM");
+  if (!is_fp8(key.quant)) return named("quant", to_string(key.quant), "the FP8 family runs mxfp8 and fp8_per_token");
+  if (key.quant == QuantMode::mxfp8) {
+    if (key.weight_scale != WeightScale::e8m0_block32)
+      return named("wscale", to_string(key.weight_scale), "mxfp8 needs e8m0_block32");
+    if (key.k == 0 || key.k % 32 != 0)
+      return field("k", key.k, "mxfp8 needs K to be a positive multiple of 32 (one E8M0 scale per 32 K)");
+  } else {
+    if (key.weight_scale != WeightScale::per_expert && key.weight_scale != WeightScale::per_channel)
+      return named("wscale", to_string(key.weight_scale), "fp8_per_token needs per_expert or per_channel");
+    if (key.k == 0 || key.k % 16 != 0)
+      return field("k", key.k, "fp8_per_token needs K to be a positive multiple of 16 (16-byte row chunks)");
+  }
+  if (key.n == 0 || key.n % 16 != 0) return field("n", key.n, "N must be a positive multiple of 16");
+  if (key.experts == 0) return field("experts", key.experts, "must be >= 1");
+  if (key.top_k == 0) return field("top_k", key.top_k, "must be >= 1");
+  if (key.op == OpKind::gate_up && key.out_dtype != DType::bf16)
+    return named("out", to_string(key.out_dtype), "gate_up writes bf16");
+  if (key.op == OpKind::down && key.out_dtype != DType::f32)
+    return named("out", to_string(key.out_dtype), "down writes f32 rows for the combine");
+  if (key.op == OpKind::down && key.act != Activation::none)
+    return named("act", to_string(key.act), "down has no activation");
+  if (key.op == OpKind::gate_up && key.router_weight)
+    return "key field router_weight=1: the router weight is applied by down";
+  return {};
+}
+
+Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
+  if (auto why = why_not_fp8(key); !why.empty()) throw InvalidArgument(why);
+  Fp8GemmConfig c;
+  c.k_tail = key.k % kBK != 0;
+  const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
+  const std::uint64_t hit = std::max<std::uint64_t>(1, std::min<std::uint64_t>(key.experts, rows));
+  const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
+  // Why these steps: few rows per expert stream weights (bytes bound): one m16
+  // MMA high, narrow N to fill the SMs; more rows reuse each weight fragment
+  // across taller tiles.
+  if (avg <= 16) {
+    c.warps_m = 1, c.mi = 1;
+  } else if (avg <= 32) {
+    c.warps_m = 1, c.mi = 2;
+  } else if (avg <= 96) {
+    c.warps_m = 2, c.mi = 2;
+  } else {
+    c.warps_m = 2, c.mi = 4;
+  }
+  c.warps_n = 4;
+  if (c.bm() <= 32) {
+    c.ni = 1;
+    for (int ni : {4, 2}) {
+      const std::uint64_t ctas = ((key.n + 8 * ni * 4 - 1) / (8 * ni * 4)) * hit;
+      if (ctas >= 2 * kSmCount) {
+        c.ni = ni;
+        break;
+      }
+    }
+    c.stages = 6;
+  } else {
+    c.ni = 4;
+    c.stages = 4;
+  }
+  while (c.stages > 2 && c.smem_bytes(key.quant) > kMaxSmem) --c.stages;
+  return c;
+}
+
+}  // namespace moejit::ops

@@ -1,0 +1,33 @@
+#pragma once
+// Tile heuristic of the FP8 grouped GEMM family (kernels/grouped_gemm_fp8_sm90.cuh,
+// quant = mxfp8 or fp8_per_token): specialization key -> tile configuration, and
+// can_implement with a reason. Pure functions of the key: codegen, the routing
+// tile lists and the launcher call them alike.
+#include <cstdint>
+#include <string>
+
+#include "moejit/key.hpp"
+
+namespace moejit::ops {
+
+inline bool is_fp8(QuantMode q) { return q == QuantMode::mxfp8 || q == QuantMode::fp8_per_token; }
+
+struct Fp8GemmConfig {
+  int warps_m = 1, warps_n = 4, mi = 1, ni = 2, stages = 4;
+  bool k_tail = false;  // K % 128 != 0: zero-fill the last k-slice
+  int bm() const { return 16 * mi * warps_m; }
+  int bn() const { return 8 * ni * warps_n; }
+  int threads() const { return 32 * warps_m * warps_n; }
+  // Mirrors Fp8GemmTraits::kSmemBytes.
+  std::uint32_t smem_bytes(QuantMode q) const;
+  std::string to_string() const;  // "fp8 bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=8 k_tail=0"
+};
+
+// Empty when the key can be run by the FP8 family; otherwise the reason, naming
+// the field and value (K % 32 != 0 in mxfp8 is rejected here).
+std::string why_not_fp8(const SpecKey& key);
+
+// Config for key. Throws InvalidArgument with why_not_fp8()'s reason.
+Fp8GemmConfig choose_fp8_config(const SpecKey& key);
+
+}  // namespace moejit::ops

@@ -1,0 +1,119 @@
+// FP8 grouped GEMM: key -> NVRTC unit (codegen) and the launch.
+#include "ops/fp8_grouped_gemm.hpp"
+
+#include <string>
+
+#include "codegen/families.hpp"
+#include "driver/cuda_api.hpp"
+#include "moejit/error.hpp"
+#include "ops/fp8_gemm_config.hpp"
+
+namespace moejit {
+namespace {
+
+int act_code(Activation a) { return a == Activation::silu_gated ? 1 : a == Activation::swiglu_oai ? 2 : 0; }
+int bias_code(BiasKind b) { return b == BiasKind::f32 ? 1 : b == BiasKind::bf16 ? 2 : 0; }
+int wscale_code(WeightScale w) {
+  return w == WeightScale::per_channel ? 1 : w == WeightScale::e8m0_block32 ? 2 : 0;  // f8::kWs*
+}
+
+// Mirror of moejit::f8::Fp8GemmParams (kernels/grouped_gemm_fp8_sm90.cuh).
+struct Fp8GemmParamsArg {
+  const void* a;
+  std::int64_t a_row_stride;
+  const void* a_scales;
+  std::int64_t a_scale_row_stride;
+  const void* w;
+  const void* w_scales;
+  const void* bias;
+  const float* gamma;
+  void* out;
+  std::int64_t out_row_stride;
+  const int *sorted_route, *tile_expert, *tile_row_begin, *tile_row_end, *num_tiles;
+  int n, k, top_k;
+  float act_alpha, act_limit;
+};
+
+template <class T>
+T* ptr(DevicePtr p) {
+  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(p));
+}
+
+}  // namespace
+
+namespace codegen {
+KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
+  const ops::Fp8GemmConfig c = ops::choose_fp8_config(key);
+  const bool gate_up = key.op == OpKind::gate_up;
+  KernelSource ks;
+  ks.source = "// moejit generated translation unit\n";
+  ks.source += kernel_file("common.cuh");
+  ks.source += "\n";
+  ks.source += kernel_file("grouped_gemm_fp8_sm90.cuh");
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  ks.name_expression = "moejit::f8::grouped_gemm_fp8_kernel<" + std::to_string(c.warps_m) + ", " +
+                       std::to_string(c.warps_n) + ", " + std::to_string(c.mi) + ", " + std::to_string(c.ni) +
+                       ", " + std::to_string(c.stages) + ", " + (key.quant == QuantMode::mxfp8 ? "1" : "0") +
+                       ", " + std::to_string(wscale_code(key.weight_scale)) + ", " +
+                       std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
+                       b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ", " +
+                       b(c.k_tail) + ">";
+  ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
+  ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant);
+  ks.config_text = c.to_string();
+  return ks;
+}
+}  // namespace codegen
+
+namespace ops {
+void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const Fp8GemmArgs& a, CUstream stream) {
+  const Fp8GemmConfig c = choose_fp8_config(key);
+  auto bad = [](const char* f, std::uint64_t v, const std::string& why) {
+    throw InvalidArgument(std::string("Fp8GemmArgs.") + f + "=" + std::to_string(v) + ": " + why);
+  };
+  if (!kernel.function) throw InvalidArgument("launch_fp8_grouped_gemm: kernel.function is null");
+  if (!a.a || a.a % 16) bad("a", a.a, "must be non-null and 16-byte aligned");
+  if (a.a_row_stride < std::int64_t(key.k) || a.a_row_stride % 16)
+    bad("a_row_stride", static_cast<std::uint64_t>(a.a_row_stride), "must be >= K and a multiple of 16");
+  if (!a.a_scales) bad("a_scales", a.a_scales, "null");
+  if (!a.w || a.w % 16) bad("w", a.w, "must be non-null and 16-byte aligned");
+  if (!a.w_scales) bad("w_scales", a.w_scales, "null");
+  if (key.bias != BiasKind::none && !a.bias) bad("bias", a.bias, "null but the key has a bias");
+  if (key.router_weight && !a.gamma) bad("gamma", a.gamma, "null but the key applies router weights");
+  if (!a.out) bad("out", a.out, "null");
+  if (!a.sorted_route || !a.tile_expert || !a.tile_row_begin || !a.tile_row_end || !a.num_tiles)
+    bad("sorted_route/tile_*", 0, "routing metadata pointer is null");
+  if (a.max_tiles > 65535) bad("max_tiles", a.max_tiles, "too many m-tiles for one launch (> 65535)");
+  if (a.max_tiles == 0) return;
+  const std::int64_t scale_stride = a.a_scale_row_stride ? a.a_scale_row_stride : std::int64_t(key.k / 32);
+  if (key.quant == QuantMode::mxfp8 && scale_stride < std::int64_t(key.k / 32))
+    bad("a_scale_row_stride", static_cast<std::uint64_t>(scale_stride), "must be >= K/32");
+  Fp8GemmParamsArg p{};
+  p.a = ptr<const void>(a.a);
+  p.a_row_stride = a.a_row_stride;
+  p.a_scales = ptr<const void>(a.a_scales);
+  p.a_scale_row_stride = scale_stride;
+  p.w = ptr<const void>(a.w);
+  p.w_scales = ptr<const void>(a.w_scales);
+  p.bias = key.bias != BiasKind::none ? ptr<const void>(a.bias) : nullptr;
+  p.gamma = ptr<const float>(a.gamma);
+  p.out = ptr<void>(a.out);
+  p.out_row_stride = a.out_row_stride;
+  p.sorted_route = ptr<const int>(a.sorted_route);
+  p.tile_expert = ptr<const int>(a.tile_expert);
+  p.tile_row_begin = ptr<const int>(a.tile_row_begin);
+  p.tile_row_end = ptr<const int>(a.tile_row_end);
+  p.num_tiles = ptr<const int>(a.num_tiles);
+  p.n = static_cast<int>(key.n);
+  p.k = static_cast<int>(key.k);
+  p.top_k = static_cast<int>(key.top_k);
+  p.act_alpha = key.act_alpha;
+  p.act_limit = key.act_limit;
+  void* args[] = {&p};
+  const unsigned gx = static_cast<unsigned>((key.n + c.bn() - 1) / c.bn());
+  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(kernel.function, gx, a.max_tiles, 1, kernel.launch.block_threads, 1,
+                                                1, kernel.launch.dynamic_smem_bytes, stream, args, nullptr));
+}
+}  // namespace ops
+
+}  // namespace moejit

@@ -1,0 +1,46 @@
+#pragma once
+// Host side of the FP8 grouped GEMM family (kernels/grouped_gemm_fp8_sm90.cuh):
+// the launch of one specialization over routing metadata already on the device.
+// The MoE layer (src/ops/moe_layer.cpp) and the GPU tests call it.
+#include <cstdint>
+
+#include "moejit/key.hpp"
+#include "moejit/runtime.hpp"
+#include "moejit/types.hpp"
+
+namespace moejit::ops {
+
+// Device tensors of one FP8 grouped GEMM (shapes of key: N = key.n, K = key.k).
+//   a:        e4m3 [rows_a, K], row stride a_row_stride bytes (multiple of 16, >= K);
+//             rows_a = T (gate_up: gathered by token) or routed rows (down)
+//   a_scales: fp8_per_token: fp32 [rows_a]; mxfp8: E8M0 [rows_a, K/32] with row
+//             stride a_scale_row_stride bytes (0 = K/32)
+//   w:        e4m3 [E, N, K] contiguous
+//   w_scales: fp8_per_token: fp32 [E] (per_expert) or [E, N] (per_channel);
+//             mxfp8: E8M0 [E, N, K/32]
+//   bias:     [E, N] per key.bias, or 0
+//   gamma:    fp32 [T * top_k] router weights (key.router_weight), else 0
+//   out:      gate_up: bf16 [rows, N or N/2 (gated)]; down: fp32 [rows, N];
+//             row stride out_row_stride elements
+//   routing:  sorted_route [rows], and the m-tile list of tile height
+//             choose_fp8_config(key).bm(): tile_expert / tile_row_begin /
+//             tile_row_end [max_tiles], num_tiles [1] (kernels/moe_routing.cuh)
+struct Fp8GemmArgs {
+  DevicePtr a = 0;
+  std::int64_t a_row_stride = 0;
+  DevicePtr a_scales = 0;
+  std::int64_t a_scale_row_stride = 0;
+  DevicePtr w = 0, w_scales = 0, bias = 0, gamma = 0;
+  DevicePtr out = 0;
+  std::int64_t out_row_stride = 0;
+  DevicePtr sorted_route = 0, tile_expert = 0, tile_row_begin = 0, tile_row_end = 0, num_tiles = 0;
+  std::uint32_t max_tiles = 0;  // grid.y: an upper bound of *num_tiles (0 launches nothing)
+};
+
+// Enqueues the kernel (from Runtime::get(key) or a cubin of generate(key)).
+// Throws InvalidArgument (null or misaligned pointers, max_tiles > 65535, key
+// not runnable) and DriverError.
+void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const Fp8GemmArgs& args,
+                             CUstream stream);
+
+}  // namespace moejit::ops

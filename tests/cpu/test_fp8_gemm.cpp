@@ -1,0 +1,234 @@
+// FP8 grouped GEMM family (kernels/grouped_gemm_fp8_sm90.cuh): keys, config
+// heuristic, codegen, NVRTC compile for sm_90a of representative keys; and the
+// float64 reference's FP8 operands against a hand-written computation.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "codegen/families.hpp"
+#include "compiler/nvrtc_compiler.hpp"
+#include "driver/nvrtc_api.hpp"
+#include "moejit/error.hpp"
+#include "moejit/moe_layer.hpp"
+#include "ops/fp8_gemm_config.hpp"
+#include "ops/moe_keys.hpp"
+#include "reference/moe_reference.hpp"
+#include "reference/rng.hpp"
+
+using namespace moejit;
+
+namespace {
+
+MoeLayerShape gpt_oss() {
+  MoeLayerShape s;
+  s.hidden = 2880, s.intermediate = 2880, s.experts = 128, s.top_k = 4;
+  s.act = Activation::swiglu_oai, s.act_alpha = 1.702f, s.act_limit = 7.0f;
+  s.gate_up_bias = BiasKind::bf16, s.down_bias = BiasKind::bf16;
+  return s;
+}
+MoeLayerShape qwen3() {
+  MoeLayerShape s;
+  s.hidden = 2048, s.intermediate = 768, s.experts = 128, s.top_k = 8;
+  s.act = Activation::silu_gated;
+  return s;
+}
+
+void compile_ok(const SpecKey& key) {
+  const auto ks = codegen::generate(key);
+  INFO(key.to_text() << "\n" << ks.name_expression << " (" << ks.config_text << ")");
+  CHECK(ks.source.find("#include") == std::string::npos);
+  const auto out = compiler::compile(ks, Target{90, true}, key.to_text());
+  CHECK(!out.cubin.empty());
+  CHECK(out.lowered_name.find("grouped_gemm_fp8_kernel") != std::string::npos);
+  INFO(out.log);
+  CHECK(out.resources.registers > 0);
+  CHECK(out.resources.registers <= 255);
+  CHECK(out.resources.spill_store_bytes == 0);
+  CHECK(out.resources.spill_load_bytes == 0);
+  std::printf("  nvrtc %s %s %s: %d regs, %.0f ms (%s)\n", std::string(to_string(key.op)).c_str(),
+              std::string(to_string(key.quant)).c_str(), std::string(to_string(key.weight_scale)).c_str(),
+              out.resources.registers, out.compile_ms, ks.config_text.c_str());
+}
+
+}  // namespace
+
+TEST_CASE("fp8 gemm: keys of the FP8 modes carry their weight-scale granularity", "[fp8][keys]") {
+  const MoeLayerShape s = gpt_oss();
+  const SpecKey mx = ops::gemm_key(OpKind::gate_up, s, QuantMode::mxfp8, 64, Target{});
+  CHECK(mx.weight_scale == WeightScale::e8m0_block32);
+  CHECK_NOTHROW(validate(mx));
+  const SpecKey pt = ops::gemm_key(OpKind::down, s, QuantMode::fp8_per_token, 64, Target{});
+  CHECK(pt.weight_scale == WeightScale::per_expert);
+  CHECK_NOTHROW(validate(pt));
+  const SpecKey pc = ops::gemm_key(OpKind::down, s, QuantMode::fp8_per_token, WeightScale::per_channel, 64, Target{});
+  CHECK(pc.weight_scale == WeightScale::per_channel);
+  CHECK(!(pc == pt));
+  CHECK(pc.hash() != pt.hash());
+  // The existing modes are unchanged by the overload.
+  CHECK(ops::gemm_key(OpKind::gate_up, s, QuantMode::w4a16_mxfp4, 64, Target{}).weight_scale ==
+        WeightScale::e8m0_block32);
+  CHECK(ops::gemm_key(OpKind::gate_up, s, QuantMode::bf16, 64, Target{}).weight_scale == WeightScale::none);
+}
+
+TEST_CASE("fp8 gemm: can_implement reasons name the field", "[fp8][config]") {
+  SpecKey k = ops::gemm_key(OpKind::gate_up, qwen3(), QuantMode::mxfp8, 16, Target{});
+  CHECK(ops::why_not_fp8(k).empty());
+  SpecKey bad = k;
+  bad.k = 48;  // not a multiple of 32
+  bad.k_align = alignment_of(48);
+  CHECK_THAT(ops::why_not_fp8(bad), Catch::Contains("k=48") && Catch::Contains("multiple of 32"));
+  CHECK_THROWS_AS(ops::choose_fp8_config(bad), InvalidArgument);
+  CHECK_THROWS_WITH(codegen::generate(bad), Catch::Contains("k=48"));
+  // per-token needs only 16-byte rows
+  SpecKey pt = ops::gemm_key(OpKind::gate_up, qwen3(), QuantMode::fp8_per_token, 16, Target{});
+  pt.k = 48;
+  pt.k_align = alignment_of(48);
+  CHECK(ops::why_not_fp8(pt).empty());
+  pt.k = 40;
+  CHECK_THAT(ops::why_not_fp8(pt), Catch::Contains("k=40"));
+  bad = k;
+  bad.weight_scale = WeightScale::per_expert;
+  CHECK_THAT(ops::why_not_fp8(bad), Catch::Contains("wscale"));
+  bad = k;
+  bad.n = 24;
+  CHECK_THAT(ops::why_not_fp8(bad), Catch::Contains("n=24"));
+  bad = ops::gemm_key(OpKind::down, qwen3(), QuantMode::mxfp8, 16, Target{});
+  bad.out_dtype = DType::bf16;
+  CHECK_THAT(ops::why_not_fp8(bad), Catch::Contains("out=bf16"));
+}
+
+TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert", "[fp8][config]") {
+  for (QuantMode q : {QuantMode::mxfp8, QuantMode::fp8_per_token}) {
+    for (std::uint32_t bucket : {1u, 8u, 64u, 512u, 4096u, 16384u}) {
+      for (OpKind op : {OpKind::gate_up, OpKind::down}) {
+        const SpecKey key = ops::gemm_key(op, gpt_oss(), q, bucket, Target{});
+        const auto c = ops::choose_fp8_config(key);
+        INFO(key.to_text() << " -> " << c.to_string());
+        CHECK(c.smem_bytes(q) <= 227u * 1024u);
+        CHECK(c.stages >= 2);
+        CHECK((c.bm() * 8) % c.threads() == 0);
+        CHECK(c.k_tail == (key.k % 128 != 0));
+        const auto ks = codegen::generate(key);
+        CHECK(ks.launch.block_threads == static_cast<std::uint32_t>(c.threads()));
+        CHECK(ks.launch.dynamic_smem_bytes == c.smem_bytes(q));
+      }
+    }
+  }
+  const auto small = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::mxfp8, 1, Target{}));
+  const auto big = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::mxfp8, 16384, Target{}));
+  CHECK(small.bm() == 16);
+  CHECK(big.bm() > small.bm());
+}
+
+TEST_CASE("fp8 gemm: every variant compiles with NVRTC for sm_90a without spills", "[fp8][codegen][nvrtc]") {
+  if (!driver::nvrtc_available()) {
+    WARN("skipped: libnvrtc not found");
+    return;
+  }
+  std::vector<SpecKey> keys;
+  const MoeLayerShape g = gpt_oss(), q = qwen3();
+  // gpt-oss (K = 2880: k tail, swiglu, bf16 bias) small and large tiles, both modes.
+  for (QuantMode m : {QuantMode::mxfp8, QuantMode::fp8_per_token})
+    for (std::uint32_t bucket : {1u, 4096u}) {
+      keys.push_back(ops::gemm_key(OpKind::gate_up, g, m, bucket, Target{}));
+      keys.push_back(ops::gemm_key(OpKind::down, g, m, bucket, Target{}));
+    }
+  // per-channel weight scales, silu_gated, f32 bias; act none with N = 768, K = 32.
+  MoeLayerShape qb = q;
+  qb.gate_up_bias = BiasKind::f32;
+  keys.push_back(ops::gemm_key(OpKind::gate_up, qb, QuantMode::fp8_per_token, WeightScale::per_channel, 300, Target{}));
+  keys.push_back(ops::gemm_key(OpKind::down, q, QuantMode::fp8_per_token, WeightScale::per_channel, 300, Target{}));
+  MoeLayerShape odd;
+  odd.hidden = 32, odd.intermediate = 768, odd.experts = 8, odd.top_k = 2, odd.act = Activation::none;
+  keys.push_back(ops::gemm_key(OpKind::gate_up, odd, QuantMode::mxfp8, 64, Target{}));
+  for (const auto& k : keys) compile_ok(k);
+}
+
+TEST_CASE("fp8 reference: dequantized FP8 operands against a hand-written loop", "[fp8][reference]") {
+  using namespace moejit::ref;
+  const std::uint32_t T = 3, D = 64, I = 32, E = 2, K = 1;
+  TestRng rng(77);
+  const auto x = random_bf16(std::size_t(T) * D, rng);
+  const std::int32_t ids[] = {1, 0, 1};
+  const float gamma[] = {0.5f, 1.0f, 0.25f};
+  std::vector<float> w1f(std::size_t(E) * I * D), w2f(std::size_t(E) * D * I);
+  for (auto& v : w1f) v = static_cast<float>(rng.normal(0, 0.2));
+  for (auto& v : w2f) v = static_cast<float>(rng.normal(0, 0.2));
+  for (ActQuant aq : {ActQuant::fp8_per_token, ActQuant::mxfp8}) {
+    INFO("act_quant " << int(aq));
+    std::vector<std::uint8_t> c1(w1f.size()), c2(w2f.size()), s1(w1f.size() / 32), s2(w2f.size() / 32);
+    std::vector<float> f1(E), f2(E);
+    MoeReferenceArgs a;
+    a.tokens = T, a.hidden = D, a.intermediate = I, a.experts = E, a.top_k = K;
+    a.x = x.data(), a.topk_ids = ids, a.topk_weights = gamma;
+    a.act = Activation::none;
+    a.act_quant = aq;
+    // weights and their exact dequantized values
+    std::vector<double> w1d(w1f.size()), w2d(w2f.size());
+    if (aq == ActQuant::mxfp8) {
+      quantize_mxfp8_cpu(w1f.data(), std::uint64_t(E) * I, D, c1.data(), s1.data());
+      quantize_mxfp8_cpu(w2f.data(), std::uint64_t(E) * D, I, c2.data(), s2.data());
+      dequantize_mxfp8_cpu(c1.data(), s1.data(), std::uint64_t(E) * I, D, w1d.data());
+      dequantize_mxfp8_cpu(c2.data(), s2.data(), std::uint64_t(E) * D, I, w2d.data());
+      a.w1 = WeightsView::of_mxfp8(c1.data(), s1.data(), E, I, D);
+      a.w2 = WeightsView::of_mxfp8(c2.data(), s2.data(), E, D, I);
+    } else {
+      for (std::uint32_t e = 0; e < E; ++e) {
+        f1[e] = 0.01f * (e + 1);
+        f2[e] = 0.02f * (e + 1);
+      }
+      for (std::size_t i = 0; i < w1f.size(); ++i) {
+        c1[i] = float_to_e4m3(w1f[i] / f1[i / (std::size_t(I) * D)]);
+        w1d[i] = double(e4m3_to_float(c1[i])) * f1[i / (std::size_t(I) * D)];
+      }
+      for (std::size_t i = 0; i < w2f.size(); ++i) {
+        c2[i] = float_to_e4m3(w2f[i] / f2[i / (std::size_t(D) * I)]);
+        w2d[i] = double(e4m3_to_float(c2[i])) * f2[i / (std::size_t(D) * I)];
+      }
+      a.w1 = WeightsView::of_fp8_per_token(c1.data(), f1.data(), WeightScale::per_expert, E, I, D);
+      a.w2 = WeightsView::of_fp8_per_token(c2.data(), f2.data(), WeightScale::per_expert, E, D, I);
+    }
+    const auto res = moe_reference(a);
+    for (std::uint32_t t = 0; t < T; ++t) {
+      // X row quantized as the kernels see it
+      std::vector<std::uint8_t> xc(D), xs(D / 32);
+      float xsc = 0;
+      std::vector<double> xd(D), h(I), hd(I);
+      if (aq == ActQuant::mxfp8) {
+        quantize_mxfp8_cpu(x.data() + t * D, 1, D, xc.data(), xs.data());
+        dequantize_mxfp8_cpu(xc.data(), xs.data(), 1, D, xd.data());
+      } else {
+        quantize_fp8_per_token_cpu(x.data() + t * D, 1, D, xc.data(), &xsc);
+        dequantize_fp8_per_token_cpu(xc.data(), &xsc, 1, D, xd.data());
+      }
+      const std::uint32_t e = static_cast<std::uint32_t>(ids[t]);
+      std::vector<std::uint16_t> hb(I);
+      for (std::uint32_t n = 0; n < I; ++n) {
+        double acc = 0;
+        for (std::uint32_t d = 0; d < D; ++d) acc += w1d[(std::size_t(e) * I + n) * D + d] * xd[d];
+        hb[n] = float_to_bf16(static_cast<float>(acc));
+        h[n] = bf16_to_float(hb[n]);
+      }
+      std::vector<std::uint8_t> hc(I), hs(I / 32);
+      float hsc = 0;
+      if (aq == ActQuant::mxfp8) {
+        quantize_mxfp8_cpu(hb.data(), 1, I, hc.data(), hs.data());
+        dequantize_mxfp8_cpu(hc.data(), hs.data(), 1, I, hd.data());
+      } else {
+        quantize_fp8_per_token_cpu(hb.data(), 1, I, hc.data(), &hsc);
+        dequantize_fp8_per_token_cpu(hc.data(), &hsc, 1, I, hd.data());
+      }
+      const std::int64_t hi = res.index_of_row(static_cast<std::uint64_t>(res.routing.row_of_slot[t]));
+      REQUIRE(hi >= 0);
+      for (std::uint32_t n = 0; n < I; ++n) CHECK(res.h[std::size_t(hi) * I + n] == Approx(h[n]).epsilon(1e-12));
+      for (std::uint32_t d = 0; d < D; ++d) {
+        double acc = 0;
+        for (std::uint32_t i = 0; i < I; ++i) acc += w2d[(std::size_t(e) * D + d) * I + i] * hd[i];
+        CHECK(res.out[t * D + d] == Approx(gamma[t] * acc).epsilon(1e-9).margin(1e-12));
+      }
+    }
+  }
+}
