@@ -27,7 +27,13 @@ namespace moejit {
 // in launch order (route, gate_up, down, combine). Prewarm enumerates the same
 // function, so a sealed runtime never misses. Throws InvalidArgument for a shape
 // the kernels cannot run (message names the field).
+// FP8 modes (mxfp8, fp8_per_token) add the activation quantizers:
+// route, quantize(X: n = D), gate_up, quantize(H: n = I), down, combine.
 std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant,
+                                    std::uint32_t token_bucket, const Target& target);
+// The same with an explicit weight-scale granularity (fp8_per_token: per_expert
+// or per_channel; the overload above uses default_weight_scale(quant)).
+std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale,
                                     std::uint32_t token_bucket, const Target& target);
 
 // Expert weights in device memory, all contiguous (row-major, no padding).
@@ -37,6 +43,11 @@ std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant,
 //                (OCP Microscaling Formats v1.0; the gpt-oss checkpoint's *_blocks/*_scales)
 //   biases: [E, 2I] and [E, D] in the dtype of shape.gate_up_bias / down_bias
 //           (f32 or bf16), or 0 when the shape has none.
+//   mxfp8:       w1 e4m3 [E, 2I, D] + w1_scales E8M0 [E, 2I, D/32]; w2 e4m3 [E, D, I] +
+//                w2_scales E8M0 [E, D, I/32]. X and H are quantized per 32-block on the GPU.
+//   fp8_per_token: w1 e4m3 [E, 2I, D], w2 e4m3 [E, D, I]; w*_scales fp32 [E]
+//                (WeightScale::per_expert) or [E, N] (per_channel, N = 2I / D);
+//                X and H are quantized per row (fp32 scale) on the GPU.
 // With act == none, W1 is [E, I, D] (H = X W1^T + b1 directly).
 // gate_up row order: silu_gated: gate rows [0, I), up rows [I, 2I);
 // swiglu_oai: gate at even rows, linear at odd rows (gpt-oss).
@@ -68,6 +79,9 @@ struct MoeWorkspaceView {
   DevicePtr tiles[2][4] = {};    // per GEMM: tile_expert, tile_row_begin, tile_row_end, num_tiles
   DevicePtr h = 0;               // bf16 [T * top_k, I]
   DevicePtr y = 0;               // fp32 [T * top_k, D]
+  // FP8 modes only (0 otherwise): quantized X [T, D] and H [T * top_k, I] (e4m3
+  // codes) and their scales (fp8_per_token: fp32 per row; mxfp8: E8M0 [rows, cols/32]).
+  DevicePtr xq = 0, xs = 0, hq = 0, hs = 0;
 };
 
 class MoeLayer {
@@ -75,9 +89,13 @@ class MoeLayer {
   // Checks the shape (hidden % 32 == 0, intermediate % 32 == 0 (% 16 for bf16 N), experts in
   // [1, 4096], top_k in [1, experts] ...) and throws InvalidArgument naming the field.
   MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant, Target target = {});
+  // With an explicit weight-scale granularity (fp8_per_token: per_expert or
+  // per_channel). Throws InvalidArgument naming wscale when it does not fit quant.
+  MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, Target target = {});
 
   const MoeLayerShape& shape() const noexcept { return shape_; }
   QuantMode quant() const noexcept { return quant_; }
+  WeightScale weight_scale() const noexcept { return wscale_; }
 
   // Bytes of workspace for up to max_tokens tokens (monotonic in max_tokens).
   std::size_t workspace_size(std::uint32_t max_tokens) const;
@@ -101,6 +119,7 @@ class MoeLayer {
   MoeLayerShape shape_;
   QuantMode quant_;
   Target target_;
+  WeightScale wscale_ = WeightScale::none;
 };
 
 }  // namespace moejit

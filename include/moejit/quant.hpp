@@ -141,4 +141,29 @@ void quantize_mxfp4_gpu(Runtime& runtime, DevicePtr in, DType in_dtype, std::uin
 void quantize_mxfp4_gpu(const KernelRef& kernel, DevicePtr in, DType in_dtype, std::uint64_t rows,
                         std::uint32_t cols, DevicePtr data, DevicePtr scales, CUstream stream);
 
+// ---- GPU activation quantizers (FP8 modes) ---------------------------------
+// bf16 rows -> e4m3 codes + scales, bit-identical to quantize_fp8_per_token_cpu
+// (mode fp8_per_token: scales fp32 [rows]) and quantize_mxfp8_cpu (mode mxfp8:
+// scales E8M0 uint8 [rows, cols/32]); kernels/quantize_fp8.cuh. The MoE layer
+// quantizes X and H with them in its FP8 modes.
+//
+// Key: op=quantize quant=<mode> token_bucket=1 n=cols k=0
+// weight_scale=default_weight_scale(mode) (per_expert is a placeholder for
+// per-token: the key grammar requires one) out_dtype=e4m3. Throws
+// InvalidArgument for another mode or cols not a multiple of 32 (mxfp8) / 8
+// (fp8_per_token).
+SpecKey quantize_fp8_key(QuantMode mode, std::uint32_t cols, const Target& target = Target{});
+
+// Enqueues the quantization of in [rows, cols] (bf16, row stride in_row_stride
+// elements: >= cols, a multiple of 8; in 16-byte aligned) into codes [rows,
+// cols] (contiguous, 8-byte aligned) and scales (see above). Asynchronous.
+// rows == 0 launches nothing. Throws InvalidArgument naming the argument
+// (mode, cols, stride, null or misaligned pointer), DriverError.
+void quantize_fp8_gpu(const KernelRef& kernel, QuantMode mode, DevicePtr in, std::int64_t in_row_stride,
+                      std::uint64_t rows, std::uint32_t cols, DevicePtr codes, DevicePtr scales, CUstream stream);
+// The same through the Runtime (kernel by quantize_fp8_key(mode, cols, target)).
+void quantize_fp8_gpu(Runtime& runtime, QuantMode mode, DevicePtr in, std::int64_t in_row_stride,
+                      std::uint64_t rows, std::uint32_t cols, DevicePtr codes, DevicePtr scales, CUstream stream,
+                      const Target& target = Target{});
+
 }  // namespace moejit

@@ -4,6 +4,7 @@
 
 #include "moejit/error.hpp"
 #include "moejit/moe_layer.hpp"
+#include "moejit/quant.hpp"
 
 namespace moejit::ops {
 namespace {
@@ -70,13 +71,25 @@ SpecKey combine_key(const MoeLayerShape& s, std::uint32_t bucket, const Target& 
 }  // namespace moejit::ops
 
 namespace moejit {
-std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, std::uint32_t token_bucket,
-                                    const Target& target) {
+std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale,
+                                    std::uint32_t token_bucket, const Target& target) {
   ops::check_shape(shape, quant);
   if (token_bucket == 0) throw InvalidArgument("token_bucket must be >= 1, got 0");
+  if (quant == QuantMode::mxfp8 || quant == QuantMode::fp8_per_token)
+    return {ops::route_key(shape, token_bucket, target),
+            quantize_fp8_key(quant, shape.hidden, target),
+            ops::gemm_key(OpKind::gate_up, shape, quant, wscale, token_bucket, target),
+            quantize_fp8_key(quant, shape.intermediate, target),
+            ops::gemm_key(OpKind::down, shape, quant, wscale, token_bucket, target),
+            ops::combine_key(shape, token_bucket, target)};
   return {ops::route_key(shape, token_bucket, target),
           ops::gemm_key(OpKind::gate_up, shape, quant, token_bucket, target),
           ops::gemm_key(OpKind::down, shape, quant, token_bucket, target),
           ops::combine_key(shape, token_bucket, target)};
+}
+
+std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, std::uint32_t token_bucket,
+                                    const Target& target) {
+  return moe_layer_keys(shape, quant, default_weight_scale(quant), token_bucket, target);
 }
 }  // namespace moejit

@@ -5,6 +5,9 @@
 #include "driver/cuda_api.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
+#include "moejit/quant.hpp"
+#include "ops/fp8_gemm_config.hpp"
+#include "ops/fp8_grouped_gemm.hpp"
 #include "ops/grouped_gemm_config.hpp"
 #include "ops/launch_contracts.hpp"
 #include "ops/moe_keys.hpp"
@@ -56,8 +59,9 @@ constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(
 // configuration's tile count, so the layout depends on T alone.
 struct Layout {
   std::size_t offsets, sorted_route, route_row, tiles[2][4], h, y, total;
+  std::size_t xq = 0, xs = 0, hq = 0, hs = 0;  // FP8 modes: quantized X and H (appended)
 };
-Layout layout_for(const MoeLayerShape& s, std::uint64_t T) {
+Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   const std::uint64_t R = T * s.top_k;
   const std::uint64_t mt = ops::max_m_tiles(R, s.experts, 16);
   Layout l{};
@@ -76,6 +80,13 @@ Layout layout_for(const MoeLayerShape& s, std::uint64_t T) {
   }
   l.h = take(2 * R * s.intermediate);
   l.y = take(4 * R * s.hidden);
+  if (ops::is_fp8(quant)) {
+    const bool mx = quant == QuantMode::mxfp8;
+    l.xq = take(T * s.hidden);
+    l.xs = take(mx ? T * s.hidden / 32 : 4 * T);
+    l.hq = take(R * s.intermediate);
+    l.hs = take(mx ? R * s.intermediate / 32 : 4 * R);
+  }
   l.total = at;
   return l;
 }
@@ -100,25 +111,31 @@ void check_shape(const MoeLayerShape& s, QuantMode quant) {
     bad("intermediate", s.intermediate, "must be a positive multiple of 32");
   if (s.experts == 0 || s.experts > kRouteMaxExperts) bad("experts", s.experts, "must be in [1, 4096]");
   if (s.top_k == 0 || s.top_k > s.experts) bad("top_k", s.top_k, "must be in [1, experts]");
-  if (quant != QuantMode::bf16 && quant != QuantMode::w4a16_mxfp4)
-    throw InvalidArgument("quant=" + std::string(to_string(quant)) +
-                          ": the MoE layer supports bf16 and w4a16_mxfp4 in this build");
+  // All four modes: bf16, w4a16_mxfp4, mxfp8, fp8_per_token (the MX and FP8
+  // modes' K % 32 rule is covered by hidden / intermediate % 32 above).
+  (void)quant;
   if (s.act == Activation::swiglu_oai && !(s.act_limit > 0.f))
     throw InvalidArgument("MoeLayerShape.act_limit=" + std::to_string(s.act_limit) + ": swiglu_oai needs a limit > 0");
 }
 }  // namespace ops
 
 MoeLayer::MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant, Target target)
-    : runtime_(runtime), shape_(shape), quant_(quant), target_(target) {
+    : MoeLayer(runtime, shape, quant, default_weight_scale(quant), target) {}
+
+MoeLayer::MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, Target target)
+    : runtime_(runtime), shape_(shape), quant_(quant), target_(target), wscale_(wscale) {
   ops::check_shape(shape, quant);
+  SpecKey probe = make_gemm_key(OpKind::gate_up, quant, 1, 32, 32, target);
+  probe.weight_scale = wscale;
+  validate(probe);  // wscale must fit quant (throws InvalidArgument naming wscale)
 }
 
 std::size_t MoeLayer::workspace_size(std::uint32_t max_tokens) const {
-  return layout_for(shape_, max_tokens).total;
+  return layout_for(shape_, quant_, max_tokens).total;
 }
 
 MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
-  const Layout l = layout_for(shape_, a.num_tokens);
+  const Layout l = layout_for(shape_, quant_, a.num_tokens);
   MoeWorkspaceView v;
   v.expert_offsets = a.workspace + l.offsets;
   v.sorted_route = a.workspace + l.sorted_route;
@@ -127,6 +144,12 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
     for (int i = 0; i < 4; ++i) v.tiles[g][i] = a.workspace + l.tiles[g][i];
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
+  if (ops::is_fp8(quant_)) {
+    v.xq = a.workspace + l.xq;
+    v.xs = a.workspace + l.xs;
+    v.hq = a.workspace + l.hq;
+    v.hs = a.workspace + l.hs;
+  }
   return v;
 }
 
@@ -168,8 +191,9 @@ void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
   p.route_row = ptr<int>(v.route_row);
   const OpKind ops_[2] = {OpKind::gate_up, OpKind::down};
   for (int g = 0; g < 2; ++g) {
-    const ops::GemmConfig c = ops::choose_config(ops::gemm_key(ops_[g], shape_, quant_, bucket, target_));
-    p.tiles[g] = {c.bm(), ptr<int>(v.tiles[g][0]), ptr<int>(v.tiles[g][1]), ptr<int>(v.tiles[g][2]),
+    const SpecKey gk = ops::gemm_key(ops_[g], shape_, quant_, wscale_, bucket, target_);
+    const int bm = ops::is_fp8(quant_) ? ops::choose_fp8_config(gk).bm() : ops::choose_config(gk).bm();
+    p.tiles[g] = {bm, ptr<int>(v.tiles[g][0]), ptr<int>(v.tiles[g][1]), ptr<int>(v.tiles[g][2]),
                   ptr<int>(v.tiles[g][3])};
   }
   launch(k, 1, 1, &p, stream);
@@ -229,16 +253,73 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
 }
 }  // namespace
 
+namespace {
+// FP8 modes: quantize the GEMM's bf16 input rows (X by token, or H by routed
+// row) with the row-independent GPU quantizer, then run the FP8 grouped GEMM.
+void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale wscale,
+                  const Target& target, const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v,
+                  CUstream stream) {
+  const bool gate_up = op == OpKind::gate_up;
+  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
+  const SpecKey key = ops::gemm_key(op, s, quant, wscale, bucket, target);
+  const ops::Fp8GemmConfig c = ops::choose_fp8_config(key);
+  const char* name = gate_up ? "w1" : "w2";
+  const DevicePtr wt = gate_up ? w.w1 : w.w2;
+  const DevicePtr sc = gate_up ? w.w1_scales : w.w2_scales;
+  if (!wt || wt % 16) throw InvalidArgument(std::string("MoeWeights.") + name + " must be non-null and 16-byte aligned");
+  if (!sc) throw InvalidArgument(std::string("MoeWeights.") + name + "_scales is null; " + std::string(to_string(quant)) +
+                                 " needs weight scales");
+  const std::uint64_t R = std::uint64_t(a.num_tokens) * s.top_k;
+  const std::uint64_t in_rows = gate_up ? a.num_tokens : R;
+  const std::uint32_t K = key.k;
+  const DevicePtr in = gate_up ? a.x : v.h;
+  const std::int64_t in_stride = gate_up ? (a.x_row_stride ? a.x_row_stride : s.hidden) : s.intermediate;
+  const DevicePtr codes = gate_up ? v.xq : v.hq;
+  const DevicePtr scales = gate_up ? v.xs : v.hs;
+  quantize_fp8_gpu(rt.get(quantize_fp8_key(quant, K, target)), quant, in, in_stride, in_rows, K, codes, scales, stream);
+  const int g = gate_up ? 0 : 1;
+  ops::Fp8GemmArgs f;
+  f.a = codes;
+  f.a_row_stride = K;
+  f.a_scales = scales;
+  f.a_scale_row_stride = K / 32;
+  f.w = wt;
+  f.w_scales = sc;
+  f.bias = gate_up ? w.b1 : w.b2;
+  f.gamma = gate_up ? 0 : a.topk_weights;
+  f.out = gate_up ? v.h : v.y;
+  f.out_row_stride = gate_up ? s.intermediate : s.hidden;
+  f.sorted_route = v.sorted_route;
+  f.tile_expert = v.tiles[g][0];
+  f.tile_row_begin = v.tiles[g][1];
+  f.tile_row_end = v.tiles[g][2];
+  f.num_tiles = v.tiles[g][3];
+  f.max_tiles = ops::max_m_tiles(R, s.experts, c.bm());
+  if (f.max_tiles > 65535)
+    throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
+                          ": too many m-tiles for one launch (" + std::to_string(f.max_tiles) + " > 65535)");
+  if (key.bias != BiasKind::none && !f.bias)
+    throw InvalidArgument(std::string("MoeWeights.") + (gate_up ? "b1" : "b2") + " is null but the shape has a bias");
+  ops::launch_fp8_grouped_gemm(rt.get(key), key, f, stream);
+}
+}  // namespace
+
 void MoeLayer::gate_up(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
   check_args(a);
   if (a.num_tokens == 0) return;
-  run_gemm(runtime_, OpKind::gate_up, shape_, quant_, target_, w, a, workspace_view(a), stream);
+  if (ops::is_fp8(quant_))
+    run_fp8_gemm(runtime_, OpKind::gate_up, shape_, quant_, wscale_, target_, w, a, workspace_view(a), stream);
+  else
+    run_gemm(runtime_, OpKind::gate_up, shape_, quant_, target_, w, a, workspace_view(a), stream);
 }
 
 void MoeLayer::down(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
   check_args(a);
   if (a.num_tokens == 0) return;
-  run_gemm(runtime_, OpKind::down, shape_, quant_, target_, w, a, workspace_view(a), stream);
+  if (ops::is_fp8(quant_))
+    run_fp8_gemm(runtime_, OpKind::down, shape_, quant_, wscale_, target_, w, a, workspace_view(a), stream);
+  else
+    run_gemm(runtime_, OpKind::down, shape_, quant_, target_, w, a, workspace_view(a), stream);
 }
 
 void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "driver/device_buffer.hpp"
@@ -179,5 +180,84 @@ inline std::vector<std::int32_t> random_ids(std::uint32_t T, std::uint32_t top_k
   }
   return ids;
 }
+
+}  // namespace moejit::testing
+
+namespace moejit::testing {
+
+// An FP8 layer's weights (e4m3 + scales) and biases, on the host and the device.
+struct Fp8LayerWeights {
+  MoeLayerShape shape;
+  QuantMode quant = QuantMode::mxfp8;
+  WeightScale wscale = WeightScale::e8m0_block32;
+  Fp8Weights w1, w2;
+  std::vector<std::uint16_t> b1, b2;
+  std::vector<float> b1f, b2f;
+  driver::DeviceBuffer db1, db2;
+
+  std::uint32_t n1() const { return shape.act == Activation::none ? shape.intermediate : 2 * shape.intermediate; }
+
+  static std::unique_ptr<Fp8LayerWeights> make(const MoeLayerShape& s, QuantMode q, WeightScale ws, std::uint64_t seed) {
+    auto l = std::make_unique<Fp8LayerWeights>();
+    l->shape = s, l->quant = q, l->wscale = ws;
+    l->w1 = random_fp8_weights(q, ws, s.experts, l->n1(), s.hidden, seed);
+    l->w2 = random_fp8_weights(q, ws, s.experts, s.hidden, s.intermediate, seed + 7);
+    l->w1.upload();
+    l->w2.upload();
+    ref::TestRng rng(seed);
+    auto make_bias = [&](BiasKind kind, std::size_t n, std::vector<std::uint16_t>& b16, std::vector<float>& b32,
+                         driver::DeviceBuffer& d) {
+      if (kind == BiasKind::bf16) {
+        b16 = ref::random_bf16(n, rng, 0.5);
+        d = driver::DeviceBuffer(n * 2);
+        d.upload(b16.data(), n * 2);
+      } else if (kind == BiasKind::f32) {
+        b32 = ref::random_f32(n, rng, 0.5);
+        d = driver::DeviceBuffer(n * 4);
+        d.upload(b32.data(), n * 4);
+      }
+    };
+    make_bias(s.gate_up_bias, std::size_t(s.experts) * l->n1(), l->b1, l->b1f, l->db1);
+    make_bias(s.down_bias, std::size_t(s.experts) * s.hidden, l->b2, l->b2f, l->db2);
+    return l;
+  }
+
+  MoeWeights device() const {
+    MoeWeights w;
+    w.w1 = w1.d_data.get();
+    w.w1_scales = w1.d_scales.get();
+    w.w2 = w2.d_data.get();
+    w.w2_scales = w2.d_scales.get();
+    w.b1 = db1.get();
+    w.b2 = db2.get();
+    return w;
+  }
+
+  ref::MoeReferenceArgs reference_args(const LayerInputs& in) const {
+    ref::MoeReferenceArgs a;
+    const auto& s = shape;
+    a.tokens = in.tokens, a.hidden = s.hidden, a.intermediate = s.intermediate, a.experts = s.experts;
+    a.top_k = s.top_k;
+    a.x = in.x.data();
+    a.topk_ids = in.ids.data();
+    a.topk_weights = in.gamma.data();
+    a.w1 = w1.view();
+    a.w2 = w2.view();
+    auto bias = [](BiasKind k, const std::vector<std::uint16_t>& b16, const std::vector<float>& b32) {
+      if (k == BiasKind::bf16) return ref::BiasView::of_bf16(b16.data());
+      if (k == BiasKind::f32) return ref::BiasView::of_f32(b32.data());
+      return ref::BiasView{};
+    };
+    a.b1 = bias(s.gate_up_bias, b1, b1f);
+    a.b2 = bias(s.down_bias, b2, b2f);
+    a.act = s.act;
+    a.act_alpha = s.act_alpha;
+    a.act_limit = s.act_limit;
+    a.h_rounding = ref::HRounding::bf16;
+    a.gamma_at = ref::GammaAt::down;
+    a.act_quant = quant == QuantMode::mxfp8 ? ref::ActQuant::mxfp8 : ref::ActQuant::fp8_per_token;
+    return a;
+  }
+};
 
 }  // namespace moejit::testing
