@@ -11,6 +11,7 @@ KernelSource generate_grouped_gemm(const SpecKey& key);  // op = gate_up, down (
 KernelSource generate_grouped_gemm_fp8(const SpecKey& key);
 KernelSource generate_route(const SpecKey& key);         // op = route (src/ops)
 KernelSource generate_combine(const SpecKey& key);       // op = combine (src/ops)
+KernelSource generate_wgrad(const SpecKey& key);         // op = wgrad (src/ops/wgrad.cpp)
 // op = quantize (src/codegen/quantize_family.cpp). Supported: quant=w4a16_mxfp4
 // (kernels/quantize_mxfp4.cuh) with weight_scale=e8m0_block32, out_dtype=u8,
 // n = cols (a multiple of 32), k = 0, no bias / act / router weight. The input

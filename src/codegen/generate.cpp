@@ -23,7 +23,7 @@ KernelSource generate(const SpecKey& key) {
     case OpKind::quantize:
       if (key.quant == QuantMode::mxfp8 || key.quant == QuantMode::fp8_per_token) return generate_quantize_fp8(key);
       return generate_quantize(key);
-    case OpKind::wgrad: break;
+    case OpKind::wgrad: return generate_wgrad(key);
   }
   throw InvalidArgument("key field op=" + std::string(to_string(key.op)) +
                         ": no kernel family implements it in this build");
