@@ -210,10 +210,14 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
     const u32 sa = smem_base + slot * Tr::kStageBytes;
     const u32 sb = sa + Tr::kABytes;
 
-    // MXFP4: this lane's 8 packed bytes and scale for each n8 tile of the slice.
-    u32 wq[NI][2];
-    u32 wscale[NI];
     if (QUANT == kQuantMxfp4) {
+      // MXFP4. The lane's 16 k of the slice, 16q..16q+15, are taken in the MMA
+      // slot order {0,4},{1,5} (step 0), {2,6},{3,7} (step 1), then the same
+      // on 8..15 (steps 2, 3): the pairs e2m1x8_to_bf16x2x4_scaled produces.
+      // Activations are permuted to match with byte permutes on 16-byte loads.
+      u32 wq[NI][2], f1[NI], f2[NI];
+      bool big[NI];
+      bool any_big = false;
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
         const int nl = warp_n * NI * 8 + ni * 8 + g;
@@ -222,36 +226,76 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
         // scale; read none (a stray 0xFF byte would turn 0 into NaN).
         const int sj = kt * 2 + (q >> 1);
         const u32 sbyte = (K_TAIL && sj >= s_row_bytes) ? 127u : lds8(s_table + s_row_off[ni] + sj);
-        const u32 sbits = e8m0_to_bf16_bits(sbyte);
-        wscale[ni] = sbits | (sbits << 16);
-      }
-    }
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      u32 af[MI][4];
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-        const int row = warp_m * MI * 16 + mi * 16 + g;
-        const int chunk = 2 * q + (s >> 1);
-        const u32 off = ((chunk ^ (row & 7)) << 4) + (s & 1) * 8;
-        lds64(sa + row * 128 + off, af[mi][0], af[mi][2]);
-        lds64(sa + (row + 8) * 128 + off, af[mi][1], af[mi][3]);
+        e8m0_to_e2m1_factors(sbyte, f1[ni], f2[ni], big[ni]);
+        any_big |= big[ni];
       }
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        u32 b0, b1;
-        if (QUANT == kQuantMxfp4) {
-          const u32 x = (s < 2 ? wq[ni][0] : wq[ni][1]) >> ((s & 1) * 16);
-          e2m1x4_to_bf16x2x2(x, b0, b1);
-          b0 = mul_bf16x2(b0, wscale[ni]);
-          b1 = mul_bf16x2(b1, wscale[ni]);
-        } else {
+      for (int h = 0; h < 2; ++h) {
+        u32 ar[MI][2][4];  // [mi][row g / g+8][16 bytes]
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const int row = warp_m * MI * 16 + mi * 16 + g;
+          const u32 off = (((2 * q + h) ^ (row & 7)) << 4);
+          lds128(sa + row * 128 + off, ar[mi][0][0], ar[mi][0][1], ar[mi][0][2], ar[mi][0][3]);
+          lds128(sa + (row + 8) * 128 + off, ar[mi][1][0], ar[mi][1][1], ar[mi][1][2], ar[mi][1][3]);
+        }
+        u32 bp[NI][4];
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          e2m1x8_to_bf16x2x4_scaled(wq[ni][h], bp[ni]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) bp[ni][j] = mul_bf16x2(bp[ni][j], f1[ni]);
+        }
+        // Scales above 2 (E8M0 > 128) and NaN need a second factor; rare, so
+        // the whole warp skips it unless a lane needs it.
+        if (__any_sync(0xffffffffu, any_big)) {
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) {
+            if (big[ni]) {
+#pragma unroll
+              for (int j = 0; j < 4; ++j) bp[ni][j] = mul_bf16x2(bp[ni][j], f2[ni]);
+            }
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          u32 af[MI][4];
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi) {
+            af[mi][0] = prmt(ar[mi][0][t], ar[mi][0][t + 2], 0x5410);
+            af[mi][2] = prmt(ar[mi][0][t], ar[mi][0][t + 2], 0x7632);
+            af[mi][1] = prmt(ar[mi][1][t], ar[mi][1][t + 2], 0x5410);
+            af[mi][3] = prmt(ar[mi][1][t], ar[mi][1][t + 2], 0x7632);
+          }
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) mma_bf16_16816(acc[mi][ni], af[mi], bp[ni][2 * t], bp[ni][2 * t + 1]);
+        }
+      }
+    } else {
+      // bf16 weights: lane q's k of step s are 16q + 4s + {0..3}, the same
+      // 8 contiguous bytes in A and B.
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        u32 af[MI][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const int row = warp_m * MI * 16 + mi * 16 + g;
+          const int chunk = 2 * q + (s >> 1);
+          const u32 off = ((chunk ^ (row & 7)) << 4) + (s & 1) * 8;
+          lds64(sa + row * 128 + off, af[mi][0], af[mi][2]);
+          lds64(sa + (row + 8) * 128 + off, af[mi][1], af[mi][3]);
+        }
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          u32 b0, b1;
           const int nl = warp_n * NI * 8 + ni * 8 + g;
           const int chunk = 2 * q + (s >> 1);
           lds64(sb + nl * 128 + ((chunk ^ (nl & 7)) << 4) + (s & 1) * 8, b0, b1);
-        }
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) mma_bf16_16816(acc[mi][ni], af[mi], b0, b1);
+          for (int mi = 0; mi < MI; ++mi) mma_bf16_16816(acc[mi][ni], af[mi], b0, b1);
+        }
       }
     }
   }
