@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "moejit/moe_shape.hpp"
@@ -31,9 +32,21 @@ struct PrewarmOptions {
   std::function<void(std::size_t done, std::size_t total)> on_progress;
 };
 
+// Why a kernel is missing; lets a tool tell "the environment is broken"
+// (exit code 3) from "a kernel is broken" (exit code 1).
+enum class PrewarmFailureKind : std::uint8_t {
+  rejected,  // the code generator rejected the key (InvalidArgument)
+  compile,   // NVRTC rejected the generated source (CompileError)
+  driver,    // NVRTC or libcuda missing or failing (DriverError)
+  load,      // the GPU load failed (load_on_gpu only)
+  other,     // any other exception (message says which)
+};
+std::string_view to_string(PrewarmFailureKind);
+
 struct PrewarmFailure {
   std::string key_text;
   std::string message;
+  PrewarmFailureKind kind = PrewarmFailureKind::other;
 };
 
 // Counts are per distinct kernel (one content address), except `keys`,
@@ -61,7 +74,7 @@ struct PrewarmReport {
   double wall_ms = 0.0;
   double compile_ms_total = 0.0;     // sum over compiles (CPU time across threads)
   // The fields above as one JSON object (2-space indented), failures as
-  // [{"key": text, "message": text}]; field names as in this struct, model_name as "model".
+  // [{"key": text, "kind": to_string(kind), "message": text}]; field names as in this struct, model_name as "model".
   std::string to_json() const;
 };
 

@@ -22,6 +22,7 @@ using prewarm_detail::KernelGroup;
 struct Failure {
   std::size_t key_index;
   std::string message;
+  PrewarmFailureKind kind;
 };
 
 // Outcome of one kernel group, written by exactly one worker.
@@ -33,11 +34,14 @@ struct GroupResult {
   std::vector<Failure> failures;
 };
 
-std::string key_failure_text(const std::exception& e) {
+Failure make_failure(std::size_t index, const std::exception& e) {
   // A CompileError's what() repeats the key and holds the whole NVRTC log; the
   // report carries the key separately, so keep the log only.
-  if (auto* ce = dynamic_cast<const CompileError*>(&e)) return "NVRTC compile failed:\n" + ce->log();
-  return e.what();
+  if (auto* ce = dynamic_cast<const CompileError*>(&e))
+    return {index, "NVRTC compile failed:\n" + ce->log(), PrewarmFailureKind::compile};
+  if (dynamic_cast<const DriverError*>(&e)) return {index, e.what(), PrewarmFailureKind::driver};
+  if (dynamic_cast<const InvalidArgument*>(&e)) return {index, e.what(), PrewarmFailureKind::rejected};
+  return {index, e.what(), PrewarmFailureKind::other};
 }
 
 // Compiles the representative, then requests every other member so that each
@@ -50,14 +54,14 @@ void run_group(Runtime& runtime, const std::vector<SpecKey>& keys, const KernelG
     out.content_hash = kernel->content_hash;
     out.compile_ms = kernel->compile_ms;
   } catch (const std::exception& e) {
-    out.failures.push_back({group.members.front(), key_failure_text(e)});
+    out.failures.push_back(make_failure(group.members.front(), e));
     return;  // the other members compile the same source: same failure, no retry
   }
   for (std::size_t m = 1; m < group.members.size(); ++m) {
     try {
       (void)runtime.compiled(keys[group.members[m]]);
     } catch (const std::exception& e) {
-      out.failures.push_back({group.members[m], key_failure_text(e)});
+      out.failures.push_back(make_failure(group.members[m], e));
     }
   }
 }
@@ -69,6 +73,17 @@ unsigned resolve_jobs(int jobs) {
 }
 
 }  // namespace
+
+std::string_view to_string(PrewarmFailureKind kind) {
+  switch (kind) {
+    case PrewarmFailureKind::rejected: return "rejected";
+    case PrewarmFailureKind::compile: return "compile";
+    case PrewarmFailureKind::driver: return "driver";
+    case PrewarmFailureKind::load: return "load";
+    case PrewarmFailureKind::other: return "other";
+  }
+  return "other";
+}
 
 PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOptions& options) {
   const auto t0 = Clock::now();
@@ -110,7 +125,7 @@ PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOp
   }  // jthreads join here
 
   std::vector<Failure> failures;
-  for (const prewarm_detail::KeyRejection& r : grouping.rejected) failures.push_back({r.index, r.message});
+  for (const prewarm_detail::KeyRejection& r : grouping.rejected) failures.push_back({r.index, r.message, PrewarmFailureKind::rejected});
   std::unordered_set<std::size_t> failed_keys;
   for (std::size_t g = 0; g < total; ++g) {
     GroupResult& r = results[g];
@@ -139,7 +154,7 @@ PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOp
         (void)runtime.get(keys[i]);
         ++report.loaded;
       } catch (const std::exception& e) {
-        failures.push_back({i, "load on GPU failed: " + std::string(e.what())});
+        failures.push_back({i, "load on GPU failed: " + std::string(e.what()), PrewarmFailureKind::load});
         ++report.load_failed;
       }
     }
@@ -148,7 +163,7 @@ PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOp
   std::sort(failures.begin(), failures.end(),
             [](const Failure& a, const Failure& b) { return a.key_index < b.key_index; });
   report.failures.reserve(failures.size());
-  for (Failure& f : failures) report.failures.push_back({keys[f.key_index].to_text(), std::move(f.message)});
+  for (Failure& f : failures) report.failures.push_back({keys[f.key_index].to_text(), std::move(f.message), f.kind});
   report.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return report;
 }

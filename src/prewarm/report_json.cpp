@@ -22,7 +22,7 @@ std::string PrewarmReport::to_json() const {
   j["wall_ms"] = wall_ms;
   j["compile_ms_total"] = compile_ms_total;
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (const PrewarmFailure& f : failures) list.push_back({{"key", f.key_text}, {"message", f.message}});
+  for (const PrewarmFailure& f : failures) list.push_back({{"key", f.key_text}, {"kind", to_string(f.kind)}, {"message", f.message}});
   j["failures"] = std::move(list);
   return j.dump(2);
 }
