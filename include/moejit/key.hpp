@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "moejit/types.hpp"
 
@@ -30,8 +32,16 @@ enum class WeightScale : std::uint8_t {
   per_expert,    // one fp32 per expert (fp8_per_token)
   per_channel,   // one fp32 per expert and output column [E, N] (fp8_per_token)
 };
-std::string_view to_string(BiasKind);
-std::string_view to_string(WeightScale);
+std::string_view to_string(BiasKind);     // "none", "f32", "bf16"
+std::string_view to_string(WeightScale);  // "none", "e8m0_block32", "per_expert", "per_channel"
+// Exact to_string() spellings; InvalidArgument naming the text and listing the
+// accepted spellings otherwise.
+BiasKind parse_bias_kind(std::string_view);
+WeightScale parse_weight_scale(std::string_view);
+
+// Version of the binary packing that SpecKey::hash() hashes (docs/key.md). It is
+// the first packed byte; bump it whenever a field or an enum's numeric value changes.
+inline constexpr std::uint8_t kKeyHashVersion = 1;
 
 struct SpecKey {
   OpKind op = OpKind::gate_up;
@@ -59,13 +69,17 @@ struct SpecKey {
 
   // Canonical text, one line: "op=gate_up quant=w4a16_mxfp4 m=1024 n=5760 ..."
   // Fields in fixed order; floats with the shortest text that round-trips.
+  // Grammar and field names: docs/key.md.
   std::string to_text() const;
-  // 128-bit hash of the binary field values (not of the text): no allocation,
-  // no formatting; usable on the launch path.
+  // 128-bit hash (XXH3-128, seed 0) of a fixed 35-byte little-endian packing of
+  // every field (not of the text; layout in docs/key.md): no allocation, no
+  // formatting; usable on the launch path. -0.0 is hashed as +0.0, so keys that
+  // compare equal hash equal.
   Hash128 hash() const noexcept;
 };
 
-// Parses to_text() output. Throws InvalidArgument naming the offending field and
+// Parses to_text() output. Fields are separated by spaces; any order is accepted
+// (to_text() always writes the canonical order), every field exactly once. Throws InvalidArgument naming the offending field and
 // value (unknown field, missing field, bad number, divisibility facts that do not
 // match n/k, ...). parse_key(k.to_text()) == k for every valid key.
 SpecKey parse_key(std::string_view text);
@@ -73,8 +87,32 @@ SpecKey parse_key(std::string_view text);
 // Largest power of two <= 256 that divides v (v == 0 gives 256).
 std::uint16_t alignment_of(std::uint32_t v) noexcept;
 
-// Checks the key's internal consistency (alignment facts, act parameters, quant
-// vs weight_scale); throws InvalidArgument naming the field.
+// Checks the key's internal consistency; throws InvalidArgument naming the field:
+//  - token_bucket >= 1;
+//  - n_align == alignment_of(n), k_align == alignment_of(k);
+//  - act_alpha, act_limit finite; both 0 unless act == swiglu_oai, both > 0 if it is;
+//  - weight_scale matches quant: bf16 -> none; w4a16_mxfp4, mxfp8 -> e8m0_block32;
+//    fp8_per_token -> per_expert or per_channel.
 void validate(const SpecKey&);
+
+// The (name, value) pairs of the canonical text, in canonical order:
+// op, quant, m, n, k, n_align, k_align, wscale, bias, act, alpha, limit,
+// router_weight, out, target. to_text() is these joined as "name=value" by spaces.
+std::vector<std::pair<std::string, std::string>> key_fields(const SpecKey&);
+
+// The fields in which a and b differ, one per line as "field: a -> b"
+// (canonical order, '\n'-separated, no trailing newline); "" when a == b.
+std::string key_diff(const SpecKey& a, const SpecKey& b);
+
+// The weight-scale granularity a quant mode uses by default: bf16 -> none,
+// w4a16_mxfp4 / mxfp8 -> e8m0_block32, fp8_per_token -> per_expert.
+WeightScale default_weight_scale(QuantMode) noexcept;
+
+// Convenience constructor for a grouped-GEMM key (gate_up, down, wgrad) with a
+// plain epilogue: sets n_align/k_align from n/k, weight_scale from
+// default_weight_scale(quant), no bias, act none, no router weight, out bf16.
+// Callers then set the epilogue fields. Does not validate (call validate()).
+SpecKey make_gemm_key(OpKind op, QuantMode quant, std::uint32_t token_bucket, std::uint32_t n,
+                      std::uint32_t k, const Target& target) noexcept;
 
 }  // namespace moejit

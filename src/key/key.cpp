@@ -1,0 +1,118 @@
+// Specialization key: enum spellings, alignment facts, validation, constructors.
+#include "moejit/key.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "key/enum_names.hpp"
+#include "key/float_text.hpp"
+#include "moejit/error.hpp"
+
+namespace moejit {
+namespace {
+
+constexpr detail::EnumNames<BiasKind, 3> kBiasNames{{
+    {BiasKind::none, "none"},
+    {BiasKind::f32, "f32"},
+    {BiasKind::bf16, "bf16"},
+}};
+constexpr detail::EnumNames<WeightScale, 4> kScaleNames{{
+    {WeightScale::none, "none"},
+    {WeightScale::e8m0_block32, "e8m0_block32"},
+    {WeightScale::per_expert, "per_expert"},
+    {WeightScale::per_channel, "per_channel"},
+}};
+
+[[noreturn]] void fail(std::string_view field, const std::string& value, std::string_view why) {
+  throw InvalidArgument("specialization key field '" + std::string(field) + "' = " + value +
+                        ": " + std::string(why));
+}
+
+}  // namespace
+
+std::string_view to_string(BiasKind v) { return detail::enum_name(kBiasNames, v); }
+std::string_view to_string(WeightScale v) { return detail::enum_name(kScaleNames, v); }
+BiasKind parse_bias_kind(std::string_view s) {
+  return detail::enum_parse(kBiasNames, s, "bias kind");
+}
+WeightScale parse_weight_scale(std::string_view s) {
+  return detail::enum_parse(kScaleNames, s, "weight scale");
+}
+
+std::uint16_t alignment_of(std::uint32_t v) noexcept {
+  if (v == 0) return 256;
+  const std::uint32_t low = v & (~v + 1u);  // lowest set bit
+  return static_cast<std::uint16_t>(low < 256u ? low : 256u);
+}
+
+WeightScale default_weight_scale(QuantMode q) noexcept {
+  switch (q) {
+    case QuantMode::bf16: return WeightScale::none;
+    case QuantMode::w4a16_mxfp4:
+    case QuantMode::mxfp8: return WeightScale::e8m0_block32;
+    case QuantMode::fp8_per_token: return WeightScale::per_expert;
+  }
+  return WeightScale::none;
+}
+
+SpecKey make_gemm_key(OpKind op, QuantMode quant, std::uint32_t token_bucket, std::uint32_t n,
+                      std::uint32_t k, const Target& target) noexcept {
+  SpecKey key;
+  key.op = op;
+  key.quant = quant;
+  key.token_bucket = token_bucket;
+  key.n = n;
+  key.k = k;
+  key.n_align = alignment_of(n);
+  key.k_align = alignment_of(k);
+  key.weight_scale = default_weight_scale(quant);
+  key.target = target;
+  return key;
+}
+
+void validate(const SpecKey& key) {
+  if (key.token_bucket < 1) fail("m", "0", "the token bucket must be >= 1");
+  if (key.n_align != alignment_of(key.n))
+    fail("n_align", std::to_string(key.n_align),
+         "does not match n=" + std::to_string(key.n) + " (alignment_of(n) = " +
+             std::to_string(alignment_of(key.n)) + ")");
+  if (key.k_align != alignment_of(key.k))
+    fail("k_align", std::to_string(key.k_align),
+         "does not match k=" + std::to_string(key.k) + " (alignment_of(k) = " +
+             std::to_string(alignment_of(key.k)) + ")");
+  const std::pair<std::string_view, float> params[] = {{"alpha", key.act_alpha},
+                                                       {"limit", key.act_limit}};
+  for (const auto& [name, v] : params) {
+    if (!std::isfinite(v)) fail(name, detail::float_text(v), "must be finite");
+    if (key.act == Activation::swiglu_oai) {
+      if (!(v > 0.f)) fail(name, detail::float_text(v), "must be > 0 for act=swiglu_oai");
+    } else if (v != 0.f) {
+      fail(name, detail::float_text(v),
+           "must be 0 unless act=swiglu_oai (act=" + std::string(to_string(key.act)) + ")");
+    }
+  }
+  bool scale_ok = false;
+  const char* expected = "";
+  switch (key.quant) {
+    case QuantMode::bf16:
+      scale_ok = key.weight_scale == WeightScale::none;
+      expected = "none";
+      break;
+    case QuantMode::w4a16_mxfp4:
+    case QuantMode::mxfp8:
+      scale_ok = key.weight_scale == WeightScale::e8m0_block32;
+      expected = "e8m0_block32";
+      break;
+    case QuantMode::fp8_per_token:
+      scale_ok = key.weight_scale == WeightScale::per_expert ||
+                 key.weight_scale == WeightScale::per_channel;
+      expected = "per_expert or per_channel";
+      break;
+  }
+  if (!scale_ok)
+    fail("wscale", std::string(to_string(key.weight_scale)),
+         "does not fit quant=" + std::string(to_string(key.quant)) + " (expected " + expected +
+             ")");
+}
+
+}  // namespace moejit
