@@ -4,11 +4,12 @@
 # delimiter can clash with CUDA source). Regenerated when any source changes.
 function(moejit_embed_kernels out)
   set(srcs ${ARGN})
+  string(REPLACE ";" "|" srcs_arg "${srcs}")  # a list would split the command line
   add_custom_command(
     OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DOUT=${out} "-DSRCS=${srcs}" -DNS=moejit::codegen
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} "-DSRCS=${srcs_arg}" -DNS=moejit::codegen
             -DFUNC=embedded_kernel_sources
             -P ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
     DEPENDS ${srcs} ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
-    COMMENT "Embedding kernel sources")
+    COMMENT "Embedding kernel sources" VERBATIM)
 endfunction()

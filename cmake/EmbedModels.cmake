@@ -4,11 +4,12 @@
 # is its folder name (gpt-oss-120b, ...).
 function(moejit_embed_models out)
   set(srcs ${ARGN})
+  string(REPLACE ";" "|" srcs_arg "${srcs}")  # a list would split the command line
   add_custom_command(
     OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DOUT=${out} "-DSRCS=${srcs}" -DNS=moejit::model
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} "-DSRCS=${srcs_arg}" -DNS=moejit::model
             -DFUNC=embedded_model_configs -DNAME_FROM_DIR=ON
             -P ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
     DEPENDS ${srcs} ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
-    COMMENT "Embedding model configs")
+    COMMENT "Embedding model configs" VERBATIM)
 endfunction()

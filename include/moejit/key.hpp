@@ -55,6 +55,9 @@ struct SpecKey {
   // Divisibility facts (derived from n, k by make_*; checked by the parser):
   // the largest power of two <= 256 dividing n, resp. k.
   std::uint16_t n_align = 1, k_align = 1;
+  // GEMM keys: local experts E and routes per token, so the heuristic can size
+  // m-tiles from the expected rows per expert (bucket * top_k / E). 0 elsewhere.
+  std::uint16_t experts = 0, top_k = 0;
   WeightScale weight_scale = WeightScale::none;
   // Epilogue.
   BiasKind bias = BiasKind::none;

@@ -1,17 +1,106 @@
 #pragma once
-// (Filled by the kernel work.) The keys one MoE layer launches for a token bucket.
+// A whole MoE layer on the GPU: routing -> gate_up grouped GEMM -> down grouped
+// GEMM -> combine, on the caller's stream and device buffers. Semantics:
+// REFERENCE (docs/moe-semantics.md):
+//
+//   rows r: the routes (t, j) with topk_ids[t, j] != -1, sorted by expert e(r)
+//   gate_up: H[r] = act(X[t(r)] @ W1[e]^T + b1[e])        W1 [E, 2I, D]
+//   down:    Y[r] = gamma[t, j] * (H[r] @ W2[e]^T + b2[e])  W2 [E, D, I]
+//   combine: out[t] = sum over j = 0..top_k-1 of Y[row(t, j)] (fixed order, fp32, then bf16)
+//
+// Every kernel comes from the Runtime by specialization key; the token bucket is
+// round_up_tokens(T). Nothing allocates on the launch path: the caller provides a
+// workspace of workspace_size(max_tokens) bytes. Results are bit-reproducible and
+// independent of other tokens in the batch (padding invariance).
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "moejit/key.hpp"
 #include "moejit/moe_shape.hpp"
+#include "moejit/runtime.hpp"
+#include "moejit/types.hpp"
 
 namespace moejit {
 
 // Every key the MoE layer op requests for T tokens with round_up_tokens(T) == token_bucket,
-// in launch order (route, gate_up, down, combine, ...). Prewarm enumerates the
-// same function, so a sealed runtime never misses. Throws InvalidArgument for a
-// shape the kernels cannot run (message names the field).
+// in launch order (route, gate_up, down, combine). Prewarm enumerates the same
+// function, so a sealed runtime never misses. Throws InvalidArgument for a shape
+// the kernels cannot run (message names the field).
 std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant,
                                     std::uint32_t token_bucket, const Target& target);
+
+// Expert weights in device memory, all contiguous (row-major, no padding).
+//   bf16:        w1 bf16 [E, 2I, D], w2 bf16 [E, D, I]; scales unused (0)
+//   w4a16_mxfp4: w1 uint8 [E, 2I, D/2] e2m1 pairs (even k in the low nibble),
+//                w1_scales uint8 [E, 2I, D/32] E8M0; w2 [E, D, I/2], w2_scales [E, D, I/32]
+//                (OCP Microscaling Formats v1.0; the gpt-oss checkpoint's *_blocks/*_scales)
+//   biases: [E, 2I] and [E, D] in the dtype of shape.gate_up_bias / down_bias
+//           (f32 or bf16), or 0 when the shape has none.
+// With act == none, W1 is [E, I, D] (H = X W1^T + b1 directly).
+// gate_up row order: silu_gated: gate rows [0, I), up rows [I, 2I);
+// swiglu_oai: gate at even rows, linear at odd rows (gpt-oss).
+// All pointers 16-byte aligned.
+struct MoeWeights {
+  DevicePtr w1 = 0, w1_scales = 0, b1 = 0;
+  DevicePtr w2 = 0, w2_scales = 0, b2 = 0;
+};
+
+// Per-call tensors.
+struct MoeLayerArgs {
+  std::uint32_t num_tokens = 0;   // T; 0 launches nothing
+  DevicePtr x = 0;                // bf16 [T, D], row stride x_row_stride elements (multiple of 8)
+  std::int64_t x_row_stride = 0;  // 0 = D
+  DevicePtr topk_ids = 0;         // int32 [T, top_k], contiguous; -1 drops a route (expert parallelism)
+  DevicePtr topk_weights = 0;     // fp32 [T, top_k], contiguous (router weights gamma)
+  DevicePtr out = 0;              // bf16 [T, D], row stride out_row_stride elements (even)
+  std::int64_t out_row_stride = 0;  // 0 = D
+  DevicePtr workspace = 0;        // >= workspace_size(T) bytes, 256-byte aligned
+  std::size_t workspace_bytes = 0;
+};
+
+// Device views of the routing metadata and intermediates inside a workspace,
+// for callers that run the steps one by one (for example to time each GEMM).
+struct MoeWorkspaceView {
+  DevicePtr expert_offsets = 0;  // int32 [E + 1]
+  DevicePtr sorted_route = 0;    // int32 [T * top_k]: route id t * top_k + j of each sorted row
+  DevicePtr route_row = 0;       // int32 [T * top_k]: sorted row of each route, -1 if dropped
+  DevicePtr tiles[2][4] = {};    // per GEMM: tile_expert, tile_row_begin, tile_row_end, num_tiles
+  DevicePtr h = 0;               // bf16 [T * top_k, I]
+  DevicePtr y = 0;               // fp32 [T * top_k, D]
+};
+
+class MoeLayer {
+ public:
+  // Checks the shape (hidden % 32 == 0, intermediate % 32 == 0 (% 16 for bf16 N), experts in
+  // [1, 4096], top_k in [1, experts] ...) and throws InvalidArgument naming the field.
+  MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant, Target target = {});
+
+  const MoeLayerShape& shape() const noexcept { return shape_; }
+  QuantMode quant() const noexcept { return quant_; }
+
+  // Bytes of workspace for up to max_tokens tokens (monotonic in max_tokens).
+  std::size_t workspace_size(std::uint32_t max_tokens) const;
+  // Where each intermediate lives inside args.workspace for T tokens.
+  MoeWorkspaceView workspace_view(const MoeLayerArgs& args) const;
+
+  // The whole layer: route, gate_up, down, combine; asynchronous on `stream`.
+  // Throws InvalidArgument (null pointer, misaligned stride, workspace too small:
+  // names the argument and value), DriverError, SealedMiss (strict seal).
+  void run(const MoeWeights& w, const MoeLayerArgs& args, CUstream stream) const;
+
+  // The steps on their own (same preconditions as run(); each needs the previous).
+  void route(const MoeLayerArgs& args, CUstream stream) const;
+  void gate_up(const MoeWeights& w, const MoeLayerArgs& args, CUstream stream) const;
+  void down(const MoeWeights& w, const MoeLayerArgs& args, CUstream stream) const;
+  void combine(const MoeLayerArgs& args, CUstream stream) const;
+
+ private:
+  void check_args(const MoeLayerArgs& args) const;
+  Runtime& runtime_;
+  MoeLayerShape shape_;
+  QuantMode quant_;
+  Target target_;
+};
 
 }  // namespace moejit

@@ -1,12 +1,13 @@
 // SpecKey::hash(): XXH3-128 over a fixed little-endian packing of every field.
 //
-// Packing (35 bytes, offsets in bytes; enums as their numeric value):
+// Packing (39 bytes, offsets in bytes; enums as their numeric value):
 //   0 u8  kKeyHashVersion      1 u8  op            2 u8  quant
 //   3 u32 token_bucket         7 u32 n            11 u32 k
-//  15 u16 n_align             17 u16 k_align      19 u8  weight_scale
-//  20 u8  bias                21 u8  act          22 u32 act_alpha (IEEE-754 bits; -0 as +0)
-//  26 u32 act_limit (bits)    30 u8  router_weight 31 u8 out_dtype
-//  32 u16 target.sm           34 u8  target.arch_specific
+//  15 u16 n_align             17 u16 k_align      19 u16 experts
+//  21 u16 top_k               23 u8  weight_scale
+//  24 u8  bias                25 u8  act          26 u32 act_alpha (IEEE-754 bits; -0 as +0)
+//  30 u32 act_limit (bits)    34 u8  router_weight 35 u8 out_dtype
+//  36 u16 target.sm           38 u8  target.arch_specific
 // Why explicit packing and not the struct bytes: padding bytes are unspecified,
 // and the hash names files on disk, so it must not depend on the ABI.
 #include <bit>
@@ -19,7 +20,7 @@
 namespace moejit {
 namespace {
 
-constexpr std::size_t kPackedSize = 35;
+constexpr std::size_t kPackedSize = 39;
 
 struct Packer {
   unsigned char* p;
@@ -48,6 +49,8 @@ Hash128 SpecKey::hash() const noexcept {
   pk.u32(k);
   pk.u16(n_align);
   pk.u16(k_align);
+  pk.u16(experts);
+  pk.u16(top_k);
   pk.u8(static_cast<std::uint8_t>(weight_scale));
   pk.u8(static_cast<std::uint8_t>(bias));
   pk.u8(static_cast<std::uint8_t>(act));

@@ -2,8 +2,8 @@
 //
 // Grammar (docs/key.md):
 //   key    := field (' '+ field)*        ; surrounding spaces/tabs are ignored
-//   field  := name '=' value             ; each of the 15 names exactly once
-//   names  := op quant m n k n_align k_align wscale bias act alpha limit
+//   field  := name '=' value             ; each of the 17 names exactly once
+//   names  := op quant m n k n_align k_align experts top_k wscale bias act alpha limit
 //             router_weight out target   ; to_text() writes this order
 //   uint   := '0' | [1-9][0-9]*          ; no sign, no leading zeros
 //   float  := std::from_chars general format, finite; to_text writes the
@@ -23,11 +23,11 @@ namespace moejit {
 namespace {
 
 enum Field : int {
-  f_op, f_quant, f_m, f_n, f_k, f_n_align, f_k_align, f_wscale, f_bias, f_act,
+  f_op, f_quant, f_m, f_n, f_k, f_n_align, f_k_align, f_experts, f_top_k, f_wscale, f_bias, f_act,
   f_alpha, f_limit, f_router_weight, f_out, f_target, f_count
 };
 constexpr std::array<std::string_view, f_count> kFieldNames{
-    "op", "quant", "m", "n", "k", "n_align", "k_align", "wscale", "bias", "act",
+    "op", "quant", "m", "n", "k", "n_align", "k_align", "experts", "top_k", "wscale", "bias", "act",
     "alpha", "limit", "router_weight", "out", "target"};
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
@@ -77,6 +77,8 @@ std::vector<std::pair<std::string, std::string>> key_fields(const SpecKey& key) 
   add(f_k, std::to_string(key.k));
   add(f_n_align, std::to_string(key.n_align));
   add(f_k_align, std::to_string(key.k_align));
+  add(f_experts, std::to_string(key.experts));
+  add(f_top_k, std::to_string(key.top_k));
   add(f_wscale, std::string(to_string(key.weight_scale)));
   add(f_bias, std::string(to_string(key.bias)));
   add(f_act, std::string(to_string(key.act)));
@@ -156,6 +158,8 @@ SpecKey parse_key(std::string_view text) {
   key.k = static_cast<std::uint32_t>(parse_uint(n(f_k), v(f_k), UINT32_MAX));
   key.n_align = static_cast<std::uint16_t>(parse_uint(n(f_n_align), v(f_n_align), UINT16_MAX));
   key.k_align = static_cast<std::uint16_t>(parse_uint(n(f_k_align), v(f_k_align), UINT16_MAX));
+  key.experts = static_cast<std::uint16_t>(parse_uint(n(f_experts), v(f_experts), UINT16_MAX));
+  key.top_k = static_cast<std::uint16_t>(parse_uint(n(f_top_k), v(f_top_k), UINT16_MAX));
   key.weight_scale = parse_enum(n(f_wscale), v(f_wscale), parse_weight_scale);
   key.bias = parse_enum(n(f_bias), v(f_bias), parse_bias_kind);
   key.act = parse_enum(n(f_act), v(f_act), parse_activation);

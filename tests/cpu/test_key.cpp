@@ -18,6 +18,8 @@ namespace {
 SpecKey gpt_oss_gate_up() {
   SpecKey k = make_gemm_key(OpKind::gate_up, QuantMode::w4a16_mxfp4, 1024, 5760, 2880,
                             parse_target("sm_90a"));
+  k.experts = 128;
+  k.top_k = 4;
   k.bias = BiasKind::f32;
   k.act = Activation::swiglu_oai;
   k.act_alpha = 1.702f;
@@ -27,7 +29,7 @@ SpecKey gpt_oss_gate_up() {
 
 constexpr const char* kGptOssText =
     "op=gate_up quant=w4a16_mxfp4 m=1024 n=5760 k=2880 n_align=128 k_align=64 "
-    "wscale=e8m0_block32 bias=f32 act=swiglu_oai alpha=1.702 limit=7 router_weight=0 "
+    "experts=128 top_k=4 wscale=e8m0_block32 bias=f32 act=swiglu_oai alpha=1.702 limit=7 router_weight=0 "
     "out=bf16 target=sm_90a";
 
 SpecKey random_key(std::mt19937_64& rng) {
@@ -55,6 +57,8 @@ SpecKey random_key(std::mt19937_64& rng) {
   k.k = dim();
   k.n_align = alignment_of(k.n);
   k.k_align = alignment_of(k.k);
+  k.experts = static_cast<std::uint16_t>(pick(300));
+  k.top_k = static_cast<std::uint16_t>(pick(9));
   k.bias = static_cast<BiasKind>(pick(3));
   k.act = static_cast<Activation>(pick(3));
   if (k.act == Activation::swiglu_oai) {
@@ -165,7 +169,7 @@ TEST_CASE("key: canonical text of a gpt-oss gate_up key", "[key]") {
 TEST_CASE("key: parse accepts any field order and extra spaces", "[key]") {
   const std::string shuffled =
       "  target=sm_90a out=bf16 router_weight=0 limit=7 alpha=1.702 act=swiglu_oai\tbias=f32 "
-      "wscale=e8m0_block32 k_align=64 n_align=128 k=2880 n=5760  m=1024 quant=w4a16_mxfp4 "
+      "top_k=4 experts=128 wscale=e8m0_block32 k_align=64 n_align=128 k=2880 n=5760  m=1024 quant=w4a16_mxfp4 "
       "op=gate_up ";
   CHECK(parse_key(shuffled) == gpt_oss_gate_up());
 }
@@ -217,6 +221,8 @@ TEST_CASE("key: changing any single field changes the hash", "[key]") {
   add([](SpecKey& k) { k.k = 2881; });
   add([](SpecKey& k) { k.n_align = 64; });
   add([](SpecKey& k) { k.k_align = 32; });
+  add([](SpecKey& k) { k.experts = 32; });
+  add([](SpecKey& k) { k.top_k = 8; });
   add([](SpecKey& k) { k.weight_scale = WeightScale::per_channel; });
   add([](SpecKey& k) { k.bias = BiasKind::bf16; });
   add([](SpecKey& k) { k.act = Activation::silu_gated; });

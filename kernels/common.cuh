@@ -1,0 +1,110 @@
+// moejit device prelude: the few types and PTX wrappers the kernels use.
+// NVRTC-clean: no includes, no toolkit headers (compiled with NVRTC only).
+
+namespace moejit {
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+// ---- bf16 as raw bits ------------------------------------------------------
+// Round-to-nearest-even float -> bf16 bits; NaN stays a quiet NaN.
+__device__ __forceinline__ u16 f32_to_bf16_bits(float f) {
+  u16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+__device__ __forceinline__ float bf16_bits_to_f32(u16 h) {
+  return __uint_as_float(((u32)h) << 16);
+}
+// Two floats -> packed bf16x2 (lo in the low half), round-to-nearest-even.
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// Element-wise bf16x2 multiply (exact for power-of-two scales, subnormals kept).
+__device__ __forceinline__ u32 mul_bf16x2(u32 a, u32 b) {
+  u32 r;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
+// ---- E8M0 / e2m1 (OCP Microscaling Formats v1.0) ---------------------------
+// E8M0 byte -> bf16 bits of 2^(byte-127): 0x01..0xFE are normal bf16 (byte << 7);
+// 0x00 is 2^-127, a bf16 subnormal (0x0040); 0xFF is NaN. A bare shift is wrong
+// at both ends.
+__device__ __forceinline__ u32 e8m0_to_bf16_bits(u32 byte) {
+  u32 b = byte << 7;
+  b = byte == 0u ? 0x0040u : b;
+  b = byte == 0xFFu ? 0x7FC0u : b;
+  return b;
+}
+__device__ __forceinline__ float e8m0_to_f32(u32 byte) {
+  u32 b = byte << 23;
+  b = byte == 0u ? 0x00400000u : b;
+  b = byte == 0xFFu ? 0x7FC00000u : b;
+  return __uint_as_float(b);
+}
+
+// Four e2m1 codes (16 bits: element i in bits [4i, 4i+4)) -> two bf16x2 words:
+// out0 = {e0, e1}, out1 = {e2, e3} (low half first). Why prmt: the 8 magnitudes
+// have 8 distinct bf16 bit patterns, so two byte-permutes over an 8-byte table
+// (low bytes, high bytes) decode four values at once; the sign bit is moved
+// into place with shifts and masks. Exact: every e2m1 value is a bf16.
+__device__ __forceinline__ void e2m1x4_to_bf16x2x2(u32 x, u32& out0, u32& out1) {
+  // bf16 of magnitude code m (0, .5, 1, 1.5, 2, 3, 4, 6): low and high bytes.
+  const u32 lo_tab0 = 0xC0800000u, lo_tab1 = 0xC0804000u;
+  const u32 hi_tab0 = 0x3F3F3F00u, hi_tab1 = 0x40404040u;
+  u32 sel = x & 0x7777u;
+  u32 lo, hi;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(lo) : "r"(lo_tab0), "r"(lo_tab1), "r"(sel));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(hi) : "r"(hi_tab0), "r"(hi_tab1), "r"(sel));
+  u32 v0, v1;
+  asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(v0) : "r"(lo), "r"(hi));
+  asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(v1) : "r"(lo), "r"(hi));
+  // signs: code bit 3 -> bit 15, bit 7 -> bit 31, bit 11 -> bit 15, bit 15 -> bit 31
+  out0 = v0 | ((x << 12) & 0x8000u) | ((x << 24) & 0x80000000u);
+  out1 = v1 | ((x << 4) & 0x8000u) | ((x << 16) & 0x80000000u);
+}
+
+// ---- async copies, shared memory, MMA ----------------------------------------
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  return (u32)__cvta_generic_to_shared(p);
+}
+// 16-byte global -> shared copy; src_bytes < 16 zero-fills the rest (0 = all zeros).
+__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, u32 src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void lds64(u32 addr, u32& a, u32& b) {
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "r"(addr));
+}
+__device__ __forceinline__ u32 lds32(u32 addr) {
+  u32 a;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(a) : "r"(addr));
+  return a;
+}
+__device__ __forceinline__ u32 lds8(u32 addr) {
+  u16 a;
+  asm volatile("ld.shared.u8 %0, [%1];" : "=h"(a) : "r"(addr));
+  return a;
+}
+
+// D = A(16x16 bf16, row) * B(16x8 bf16, col) + D, fp32 accumulate.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+}  // namespace moejit

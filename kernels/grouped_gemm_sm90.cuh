@@ -1,0 +1,316 @@
+// Grouped GEMM over expert-sorted routed rows (MoE gate_up and down projections),
+// bf16 tensor cores (mma.sync m16n8k16), fp32 accumulation, for sm_90a.
+//
+//   gate_up: H[r] = act(X[t(r)] @ W1[e]^T + b1[e])   (X gathered by token in the loader)
+//   down:    Y[r] = gamma[r] * (H[r] @ W2[e]^T + b2[e])
+//
+// Weights: bf16 [E, N, K], or MXFP4: e2m1 data [E, N, K/2] (even element in the
+// low nibble) + E8M0 scales [E, N, K/32], dequantized to bf16 in registers.
+//
+// ---- Tunable parameters (template arguments; the host heuristic in
+// src/ops/grouped_gemm_config.cpp chooses them from the specialization key) ----
+//   WARPS_M, WARPS_N : warp grid of the CTA (THREADS = 32 * WARPS_M * WARPS_N)
+//   MI, NI           : m16 tiles and n8 tiles per warp
+//                      BM = 16 * MI * WARPS_M rows, BN = 8 * NI * WARPS_N columns
+//   STAGES           : cp.async pipeline depth (shared memory ring of k-slices)
+//   BK               : 64 (fixed): one k-slice; K % 32 == 0 is required, a partial
+//                      last slice (K % 64 == 32) is zero-filled when K_TAIL.
+// Shared memory per stage: A BM*128 B, B BN*128 B (bf16) or BN*32 B + BN*2 B (MXFP4).
+//
+// Why a permuted K order: within a 64-wide k-slice, lane q (= lane % 4) of the
+// MMA owns k in [16q, 16q + 16) for all four k16 steps (step s uses
+// 16q + 4s + {0..3}) instead of the MMA's natural {2q, 2q+1, 2q+8, 2q+9}. The
+// reduction is a sum, so any permutation applied to both operands is exact;
+// this one gives each lane 8 contiguous bytes of packed MXFP4 weights (one 64-bit
+// shared load per slice, one E8M0 scale) and 8 contiguous bytes of activations
+// per step. Rows never mix: every output element is a fixed-order sum over its
+// own row, so padding rows cannot change a real row's bits.
+
+namespace moejit {
+
+enum { kQuantBf16 = 0, kQuantMxfp4 = 1 };
+enum { kActNone = 0, kActSiluGated = 1, kActSwigluOai = 2 };
+enum { kBiasNone = 0, kBiasF32 = 1, kBiasBf16 = 2 };
+
+struct GroupedGemmParams {
+  const u16* a;              // bf16 activations; gate_up: X [T, K]; down: H [rows, K]
+  i64 a_row_stride;          // elements between rows of a
+  const u8* w;               // bf16 [E, N, K] or packed e2m1 [E, N, K/2], contiguous
+  const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4), contiguous
+  const void* bias;          // [E, N] f32 or bf16, contiguous, or null
+  const float* gamma;        // router weights [T * top_k], indexed by route id
+  void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [rows, N]
+  i64 out_row_stride;        // elements between rows of out
+  const int* sorted_route;   // [rows] route id (t * top_k + j) of each sorted row
+  const int* tile_expert;    // [max_tiles] expert of each m-tile
+  const int* tile_row_begin; // [max_tiles] first sorted row of the m-tile
+  const int* tile_row_end;   // [max_tiles] end of the expert's rows (exclusive)
+  const int* num_tiles;      // [1] number of valid m-tiles
+  int n, k, top_k;
+  float act_alpha, act_limit;
+};
+
+template <int QUANT>
+struct GemmStageBytes;
+
+template <int WARPS_M, int WARPS_N, int MI, int NI, int STAGES, int QUANT>
+struct GroupedGemmTraits {
+  static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
+  static constexpr int kBM = 16 * MI * WARPS_M;
+  static constexpr int kBN = 8 * NI * WARPS_N;
+  static constexpr int kBK = 64;
+  static constexpr int kABytes = kBM * kBK * 2;
+  static constexpr int kBBytes = QUANT == kQuantMxfp4 ? kBN * kBK / 2 : kBN * kBK * 2;
+  static constexpr int kSBytes = QUANT == kQuantMxfp4 ? kBN * (kBK / 32) : 0;
+  static constexpr int kStageBytes = kABytes + kBBytes + ((kSBytes + 15) / 16) * 16;
+  static constexpr int kSmemBytes = STAGES * kStageBytes;
+};
+
+// Logical output column -> physical weight row. silu_gated weights hold gate
+// in rows [0, N/2) and up in [N/2, N); the kernel interleaves them (gate at even,
+// up at odd logical columns) so that both halves of one output meet in one thread.
+template <int ACT>
+__device__ __forceinline__ int physical_row(int n, int N) {
+  if (ACT == kActSiluGated) return (n & 1) ? (N >> 1) + (n >> 1) : (n >> 1);
+  return n;
+}
+
+template <int WARPS_M, int WARPS_N, int MI, int NI, int STAGES, int QUANT, int ACT,
+          int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N)
+grouped_gemm_kernel(const GroupedGemmParams p) {
+  using Tr = GroupedGemmTraits<WARPS_M, WARPS_N, MI, NI, STAGES, QUANT>;
+  constexpr int THREADS = Tr::kThreads, BM = Tr::kBM, BN = Tr::kBN, BK = Tr::kBK;
+  static_assert((BM * 8) % THREADS == 0, "A loader: BM*8 must be a multiple of THREADS");
+  constexpr int A_ITERS = BM * 8 / THREADS;
+  constexpr int B_CHUNKS = QUANT == kQuantMxfp4 ? BN * 2 : BN * 8;
+  constexpr int B_ITERS = (B_CHUNKS + THREADS - 1) / THREADS;
+  constexpr int S_BYTES = Tr::kSBytes;
+  constexpr int S_ITERS = (S_BYTES + THREADS - 1) / THREADS;
+
+  const int tile = blockIdx.y;
+  if (tile >= *p.num_tiles) return;
+  const int expert = p.tile_expert[tile];
+  const int row_begin = p.tile_row_begin[tile];
+  const int row_end = p.tile_row_end[tile];
+  const int N = p.n, K = p.k;
+  const int n0 = blockIdx.x * BN;
+
+  extern __shared__ __align__(128) u8 smem[];
+  const u32 smem_base = smem_addr(smem);
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / WARPS_N, warp_n = warp % WARPS_N;
+  const int g = lane >> 2, q = lane & 3;
+
+  // Per-thread A sources (the token gather happens once per tile).
+  const u16* a_src[A_ITERS];
+  bool a_ok[A_ITERS];
+  const int a_chunk = tid & 7;
+#pragma unroll
+  for (int i = 0; i < A_ITERS; ++i) {
+    const int row = (tid >> 3) + i * (THREADS / 8);
+    const int r = row_begin + row;
+    a_ok[i] = r < row_end;
+    i64 src_row = 0;
+    if (a_ok[i]) src_row = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
+    a_src[i] = p.a + src_row * p.a_row_stride + a_chunk * 8;
+  }
+
+  const i64 w_row_bytes = QUANT == kQuantMxfp4 ? (i64)(K / 2) : (i64)K * 2;
+  const u8* w_expert = p.w + (i64)expert * N * w_row_bytes;
+  const int s_row_bytes = K / 32;
+  const u8* s_expert = QUANT == kQuantMxfp4 ? p.w_scales + (i64)expert * N * s_row_bytes : nullptr;
+  const int KT = (K + BK - 1) / BK;
+
+  auto load_stage = [&](int kt, int slot) {
+    const int k0 = kt * BK;
+    const u32 sa = smem_base + slot * Tr::kStageBytes;
+    const u32 sb = sa + Tr::kABytes;
+#pragma unroll
+    for (int i = 0; i < A_ITERS; ++i) {
+      const int row = (tid >> 3) + i * (THREADS / 8);
+      const bool ok = a_ok[i] && (!K_TAIL || k0 + a_chunk * 8 < K);
+      const u32 dst = sa + row * 128 + ((a_chunk ^ (row & 7)) << 4);
+      cp_async_16(dst, ok ? (const void*)(a_src[i] + k0) : (const void*)p.a, ok ? 16u : 0u);
+    }
+#pragma unroll
+    for (int i = 0; i < B_ITERS; ++i) {
+      const int idx = tid + i * THREADS;
+      if (B_CHUNKS % THREADS == 0 || idx < B_CHUNKS) {
+        if (QUANT == kQuantMxfp4) {
+          const int row = idx >> 1, c = idx & 1;
+          const int n = n0 + row;
+          const bool ok = n < N && (!K_TAIL || k0 + c * 32 < K);
+          const u8* src = w_expert + (i64)physical_row<ACT>(n, N) * w_row_bytes + k0 / 2 + c * 16;
+          cp_async_16(sb + row * 32 + c * 16, ok ? (const void*)src : (const void*)p.w, ok ? 16u : 0u);
+        } else {
+          const int row = idx >> 3, c = idx & 7;
+          const int n = n0 + row;
+          const bool ok = n < N && (!K_TAIL || k0 + c * 8 < K);
+          const u8* src = w_expert + (i64)physical_row<ACT>(n, N) * w_row_bytes + (i64)k0 * 2 + c * 16;
+          cp_async_16(sb + row * 128 + ((c ^ (row & 7)) << 4), ok ? (const void*)src : (const void*)p.w,
+                      ok ? 16u : 0u);
+        }
+      }
+    }
+  };
+  // E8M0 scales: 2 bytes per weight row per slice, not 4-byte aligned, so they
+  // travel through registers: loaded one iteration ahead, stored after compute.
+  u32 s_reg[S_ITERS > 0 ? S_ITERS : 1];
+  auto load_scales = [&](int kt) {
+    if (QUANT != kQuantMxfp4) return;
+#pragma unroll
+    for (int i = 0; i < S_ITERS; ++i) {
+      const int idx = tid + i * THREADS;
+      s_reg[i] = 0;
+      if (idx < S_BYTES) {
+        const int row = idx >> 1, j = idx & 1;
+        const int n = n0 + row;
+        const int kb = kt * 2 + j;
+        if (n < N && kb < s_row_bytes)
+          s_reg[i] = __ldg(s_expert + (i64)physical_row<ACT>(n, N) * s_row_bytes + kb);
+      }
+    }
+  };
+  auto store_scales = [&](int slot) {
+    if (QUANT != kQuantMxfp4) return;
+    u8* ss = smem + slot * Tr::kStageBytes + Tr::kABytes + Tr::kBBytes;
+#pragma unroll
+    for (int i = 0; i < S_ITERS; ++i) {
+      const int idx = tid + i * THREADS;
+      if (idx < S_BYTES) ss[idx] = (u8)s_reg[i];
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[mi][ni][c] = 0.f;
+
+  // Prologue: fill STAGES-1 slices.
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) {
+      load_stage(s, s);
+      load_scales(s);
+      store_scales(s);
+    }
+    cp_async_commit();
+  }
+
+  for (int kt = 0; kt < KT; ++kt) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int next = kt + STAGES - 1;
+    const int next_slot = next % STAGES;
+    if (next < KT) {
+      load_stage(next, next_slot);
+      load_scales(next);
+    }
+    cp_async_commit();
+
+    const int slot = kt % STAGES;
+    const u32 sa = smem_base + slot * Tr::kStageBytes;
+    const u32 sb = sa + Tr::kABytes;
+    const u32 ss = sb + Tr::kBBytes;
+
+    // MXFP4: this lane's 8 packed bytes and scale for each n8 tile of the slice.
+    u32 wq[NI][2];
+    u32 wscale[NI];
+    if (QUANT == kQuantMxfp4) {
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int nl = warp_n * NI * 8 + ni * 8 + g;
+        lds64(sb + nl * 32 + q * 8, wq[ni][0], wq[ni][1]);
+        const u32 sbits = e8m0_to_bf16_bits(lds8(ss + nl * 2 + (q >> 1)));
+        wscale[ni] = sbits | (sbits << 16);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      u32 af[MI][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const int row = warp_m * MI * 16 + mi * 16 + g;
+        const int chunk = 2 * q + (s >> 1);
+        const u32 off = ((chunk ^ (row & 7)) << 4) + (s & 1) * 8;
+        lds64(sa + row * 128 + off, af[mi][0], af[mi][2]);
+        lds64(sa + (row + 8) * 128 + off, af[mi][1], af[mi][3]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        u32 b0, b1;
+        if (QUANT == kQuantMxfp4) {
+          const u32 x = (s < 2 ? wq[ni][0] : wq[ni][1]) >> ((s & 1) * 16);
+          e2m1x4_to_bf16x2x2(x, b0, b1);
+          b0 = mul_bf16x2(b0, wscale[ni]);
+          b1 = mul_bf16x2(b1, wscale[ni]);
+        } else {
+          const int nl = warp_n * NI * 8 + ni * 8 + g;
+          const int chunk = 2 * q + (s >> 1);
+          lds64(sb + nl * 128 + ((chunk ^ (nl & 7)) << 4) + (s & 1) * 8, b0, b1);
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) mma_bf16_16816(acc[mi][ni], af[mi], b0, b1);
+      }
+    }
+    if (next < KT) store_scales(next_slot);
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: bias, activation / router weight, store. d0,d1: row g, cols 2q,2q+1;
+  // d2,d3: row g+8.
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = row_begin + warp_m * MI * 16 + mi * 16 + g + half * 8;
+      if (r >= row_end) continue;
+      float gamma = 1.f;
+      if (ROUTER_WEIGHT) gamma = p.gamma[p.sorted_route[r]];
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int n = n0 + warp_n * NI * 8 + ni * 8 + 2 * q;
+        if (n >= N) continue;
+        float v0 = acc[mi][ni][half * 2 + 0];
+        float v1 = acc[mi][ni][half * 2 + 1];
+        if (BIAS != kBiasNone) {
+          const i64 b0i = (i64)expert * N + physical_row<ACT>(n, N);
+          const i64 b1i = (i64)expert * N + physical_row<ACT>(n + 1, N);
+          if (BIAS == kBiasF32) {
+            v0 += ((const float*)p.bias)[b0i];
+            v1 += ((const float*)p.bias)[b1i];
+          } else {
+            v0 += bf16_bits_to_f32(((const u16*)p.bias)[b0i]);
+            v1 += bf16_bits_to_f32(((const u16*)p.bias)[b1i]);
+          }
+        }
+        if (OUT_F32) {
+          float* o = (float*)p.out + (i64)r * p.out_row_stride + n;
+          o[0] = v0 * gamma;
+          o[1] = v1 * gamma;
+        } else if (ACT == kActNone) {
+          u16* o = (u16*)p.out + (i64)r * p.out_row_stride + n;
+          *(u32*)o = pack_bf16x2(v0 * gamma, v1 * gamma);
+        } else {
+          float h;
+          if (ACT == kActSiluGated) {
+            h = v0 * sigmoidf_(v0) * v1;
+          } else {
+            const float gt = fminf(v0, p.act_limit);
+            const float lin = fminf(fmaxf(v1, -p.act_limit), p.act_limit);
+            h = gt * sigmoidf_(p.act_alpha * gt) * (lin + 1.f);
+          }
+          u16* o = (u16*)p.out + (i64)r * p.out_row_stride + (n >> 1);
+          *o = f32_to_bf16_bits(h * gamma);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace moejit

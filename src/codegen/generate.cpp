@@ -1,0 +1,28 @@
+#include <string>
+
+#include "codegen/families.hpp"
+#include "moejit/error.hpp"
+#include "util/embedded_file.hpp"
+
+namespace moejit::codegen {
+
+std::string_view kernel_file(std::string_view file_name) {
+  for (const auto& f : embedded_kernel_sources())
+    if (f.name == file_name) return f.text;
+  throw Error("kernel source '" + std::string(file_name) + "' is not embedded in this build");
+}
+
+KernelSource generate(const SpecKey& key) {
+  switch (key.op) {
+    case OpKind::gate_up:
+    case OpKind::down: return generate_grouped_gemm(key);
+    case OpKind::route: return generate_route(key);
+    case OpKind::combine: return generate_combine(key);
+    case OpKind::quantize: return generate_quantize(key);
+    case OpKind::wgrad: break;
+  }
+  throw InvalidArgument("key field op=" + std::string(to_string(key.op)) +
+                        ": no kernel family implements it in this build");
+}
+
+}  // namespace moejit::codegen

@@ -1,0 +1,89 @@
+#include "ops/grouped_gemm_config.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "moejit/error.hpp"
+
+namespace moejit::ops {
+namespace {
+constexpr int kSmCount = 132;  // H200; only shapes the heuristic, never correctness
+constexpr int kBK = 64;
+}  // namespace
+
+std::uint32_t GemmConfig::smem_bytes(QuantMode q) const {
+  const int a = bm() * kBK * 2;
+  const int b = q == QuantMode::w4a16_mxfp4 ? bn() * kBK / 2 : bn() * kBK * 2;
+  const int s = q == QuantMode::w4a16_mxfp4 ? ((bn() * 2 + 15) / 16) * 16 : 0;
+  return static_cast<std::uint32_t>(stages * (a + b + s));
+}
+
+std::string GemmConfig::to_string() const {
+  return "bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
+         "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
+         " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
+}
+
+std::string why_not_implementable(const SpecKey& key) {
+  auto field = [](const char* name, auto v, const char* why) {
+    return std::string("key field ") + name + "=" + std::to_string(v) + ": " + why;
+  };
+  if (key.op != OpKind::gate_up && key.op != OpKind::down)
+    return "key field op=" + std::string(to_string(key.op)) + ": not a grouped GEMM";
+  if (key.quant != QuantMode::bf16 && key.quant != QuantMode::w4a16_mxfp4)
+    return "key field quant=" + std::string(to_string(key.quant)) +
+           ": the grouped GEMM supports bf16 and w4a16_mxfp4 in this build";
+  if (key.k == 0 || key.k % 32 != 0) return field("k", key.k, "K must be a positive multiple of 32 (one MXFP4 block)");
+  if (key.n == 0 || key.n % 16 != 0) return field("n", key.n, "N must be a positive multiple of 16");
+  if (key.experts == 0) return field("experts", key.experts, "must be >= 1");
+  if (key.top_k == 0) return field("top_k", key.top_k, "must be >= 1");
+  if (key.op == OpKind::gate_up && key.out_dtype != DType::bf16)
+    return "key field out=" + std::string(to_string(key.out_dtype)) + ": gate_up writes bf16";
+  if (key.op == OpKind::down && key.out_dtype != DType::f32)
+    return "key field out=" + std::string(to_string(key.out_dtype)) + ": down writes f32 rows for the combine";
+  if (key.op == OpKind::down && key.act != Activation::none)
+    return "key field act=" + std::string(to_string(key.act)) + ": down has no activation";
+  if (key.op == OpKind::gate_up && key.router_weight)
+    return "key field router_weight=1: the router weight is applied by down";
+  return {};
+}
+
+GemmConfig choose_config(const SpecKey& key) {
+  if (auto why = why_not_implementable(key); !why.empty()) throw InvalidArgument(why);
+  GemmConfig c;
+  c.k_tail = key.k % kBK != 0;
+  const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
+  const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
+  const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
+  // Why these steps: below ~16 rows per expert the GEMM streams weights (bytes
+  // bound), so the tile is one m16 MMA high and narrow in N to fill the SMs;
+  // above, taller tiles reuse each dequantized weight fragment across more rows.
+  if (avg <= 16) {
+    c.warps_m = 1, c.mi = 1;
+  } else if (avg <= 32) {
+    c.warps_m = 1, c.mi = 2;
+  } else if (avg <= 96) {
+    c.warps_m = 2, c.mi = 2;
+  } else {
+    c.warps_m = 2, c.mi = 4;
+  }
+  c.warps_n = 4;
+  if (c.bm() <= 32) {
+    // Widest N tile that still gives >= 2 CTAs per SM over the experts hit.
+    c.ni = 1;
+    for (int ni : {4, 2}) {
+      const std::uint64_t ctas = ((key.n + 8 * ni * 4 - 1) / (8 * ni * 4)) * hit;
+      if (ctas >= 2 * kSmCount) {
+        c.ni = ni;
+        break;
+      }
+    }
+    c.stages = 8;
+  } else {
+    c.ni = 4;
+    c.stages = 4;
+  }
+  return c;
+}
+
+}  // namespace moejit::ops

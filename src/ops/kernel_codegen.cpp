@@ -1,0 +1,87 @@
+// Generators of the MoE kernel families: key -> NVRTC translation unit.
+// The unit is the embedded device prelude plus the family's file; the template
+// arguments travel in the name expression, so one source text serves every
+// configuration and the content address differs only where the kernel does.
+#include <string>
+
+#include "codegen/families.hpp"
+#include "moejit/error.hpp"
+#include "ops/grouped_gemm_config.hpp"
+#include "ops/launch_contracts.hpp"
+
+namespace moejit::codegen {
+namespace {
+
+std::string unit(std::string_view family_file) {
+  std::string s = "// moejit generated translation unit\n";
+  s += kernel_file("common.cuh");
+  s += "\n";
+  s += kernel_file(family_file);
+  return s;
+}
+
+int act_code(Activation a) {
+  switch (a) {
+    case Activation::none: return 0;
+    case Activation::silu_gated: return 1;
+    case Activation::swiglu_oai: return 2;
+  }
+  return 0;
+}
+
+int bias_code(BiasKind b) {
+  switch (b) {
+    case BiasKind::none: return 0;
+    case BiasKind::f32: return 1;
+    case BiasKind::bf16: return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+KernelSource generate_grouped_gemm(const SpecKey& key) {
+  const ops::GemmConfig c = ops::choose_config(key);
+  const bool gate_up = key.op == OpKind::gate_up;
+  KernelSource ks;
+  ks.source = unit("grouped_gemm_sm90.cuh");
+  ks.name_expression = "moejit::grouped_gemm_kernel<" + std::to_string(c.warps_m) + ", " +
+                       std::to_string(c.warps_n) + ", " + std::to_string(c.mi) + ", " + std::to_string(c.ni) +
+                       ", " + std::to_string(c.stages) + ", " +
+                       (key.quant == QuantMode::w4a16_mxfp4 ? "1" : "0") + ", " +
+                       std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
+                       (gate_up ? "true" : "false") + ", " + (key.router_weight ? "true" : "false") + ", " +
+                       (key.out_dtype == DType::f32 ? "true" : "false") + ", " + (c.k_tail ? "true" : "false") +
+                       ">";
+  ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
+  ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant);
+  ks.config_text = c.to_string();
+  return ks;
+}
+
+KernelSource generate_route(const SpecKey& key) {
+  if (key.n == 0 || key.n > ops::kRouteMaxExperts)
+    throw InvalidArgument("key field n (experts)=" + std::to_string(key.n) + ": must be in [1, " +
+                          std::to_string(ops::kRouteMaxExperts) + "]");
+  KernelSource ks;
+  ks.source = unit("moe_routing.cuh");
+  ks.name_expression = "moejit::moe_route_kernel<" + std::to_string(ops::kRouteThreads) + ">";
+  ks.launch.block_threads = ops::kRouteThreads;
+  ks.launch.dynamic_smem_bytes = ops::route_smem_bytes(key.n);
+  ks.config_text = "threads=" + std::to_string(ops::kRouteThreads);
+  return ks;
+}
+
+KernelSource generate_combine(const SpecKey& key) {
+  if (key.n == 0 || key.n % 4 != 0)
+    throw InvalidArgument("key field n (hidden)=" + std::to_string(key.n) + ": must be a positive multiple of 4");
+  KernelSource ks;
+  ks.source = unit("moe_combine.cuh");
+  ks.name_expression = "moejit::moe_combine_kernel<" + std::to_string(ops::kCombineThreads) + ">";
+  ks.launch.block_threads = ops::kCombineThreads;
+  ks.launch.dynamic_smem_bytes = 0;
+  ks.config_text = "threads=" + std::to_string(ops::kCombineThreads);
+  return ks;
+}
+
+}  // namespace moejit::codegen

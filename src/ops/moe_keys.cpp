@@ -1,0 +1,77 @@
+// The specialization keys of one MoE layer: one function serves the launcher
+// and prewarm, so a sealed runtime never misses a key the layer asks for.
+#include "ops/moe_keys.hpp"
+
+#include "moejit/error.hpp"
+#include "moejit/moe_layer.hpp"
+
+namespace moejit::ops {
+namespace {
+// gated activations read gate and up/linear columns: W1 has 2I rows; none: I.
+std::uint32_t gate_up_columns(const MoeLayerShape& s) {
+  return s.act == Activation::none ? s.intermediate : 2 * s.intermediate;
+}
+
+SpecKey base_key(OpKind op, QuantMode quant, std::uint32_t bucket, std::uint32_t n, std::uint32_t k,
+                 const Target& target) {
+  SpecKey key;
+  key.op = op;
+  key.quant = quant;
+  key.token_bucket = bucket;
+  key.n = n;
+  key.k = k;
+  key.n_align = alignment_of(n);
+  key.k_align = alignment_of(k);
+  key.target = target;
+  return key;
+}
+}  // namespace
+
+SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, std::uint32_t bucket, const Target& target) {
+  const bool gate_up = op == OpKind::gate_up;
+  SpecKey key = gate_up ? base_key(op, quant, bucket, gate_up_columns(s), s.hidden, target)
+                        : base_key(op, quant, bucket, s.hidden, s.intermediate, target);
+  key.weight_scale = quant == QuantMode::w4a16_mxfp4 ? WeightScale::e8m0_block32 : WeightScale::none;
+  key.experts = static_cast<std::uint16_t>(s.experts);
+  key.top_k = static_cast<std::uint16_t>(s.top_k);
+  if (gate_up) {
+    key.bias = s.gate_up_bias;
+    key.act = s.act;
+    if (s.act == Activation::swiglu_oai) {
+      key.act_alpha = s.act_alpha;
+      key.act_limit = s.act_limit;
+    }
+    key.out_dtype = DType::bf16;
+  } else {
+    key.bias = s.down_bias;
+    key.router_weight = true;
+    key.out_dtype = DType::f32;
+  }
+  return key;
+}
+
+SpecKey route_key(const MoeLayerShape& s, std::uint32_t bucket, const Target& target) {
+  SpecKey key = base_key(OpKind::route, QuantMode::bf16, bucket, s.experts, s.top_k, target);
+  key.out_dtype = DType::i32;
+  return key;
+}
+
+SpecKey combine_key(const MoeLayerShape& s, std::uint32_t bucket, const Target& target) {
+  SpecKey key = base_key(OpKind::combine, QuantMode::bf16, bucket, s.hidden, s.top_k, target);
+  key.out_dtype = DType::bf16;
+  return key;
+}
+
+}  // namespace moejit::ops
+
+namespace moejit {
+std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, std::uint32_t token_bucket,
+                                    const Target& target) {
+  ops::check_shape(shape, quant);
+  if (token_bucket == 0) throw InvalidArgument("token_bucket must be >= 1, got 0");
+  return {ops::route_key(shape, token_bucket, target),
+          ops::gemm_key(OpKind::gate_up, shape, quant, token_bucket, target),
+          ops::gemm_key(OpKind::down, shape, quant, token_bucket, target),
+          ops::combine_key(shape, token_bucket, target)};
+}
+}  // namespace moejit

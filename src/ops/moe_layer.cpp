@@ -1,0 +1,268 @@
+#include "moejit/moe_layer.hpp"
+
+#include <string>
+
+#include "driver/cuda_api.hpp"
+#include "moejit/bucketing.hpp"
+#include "moejit/error.hpp"
+#include "ops/grouped_gemm_config.hpp"
+#include "ops/launch_contracts.hpp"
+#include "ops/moe_keys.hpp"
+
+namespace moejit {
+namespace {
+
+// Mirrors of the device parameter structs (kernels/*.cuh); layouts must match.
+struct TileListArg {
+  int bm;
+  int *tile_expert, *tile_row_begin, *tile_row_end, *num_tiles;
+};
+struct RouteParamsArg {
+  const int* topk_ids;
+  int num_routes, num_experts;
+  int *expert_offsets, *sorted_route, *route_row;
+  TileListArg tiles[2];
+};
+struct GroupedGemmParamsArg {
+  const void* a;
+  std::int64_t a_row_stride;
+  const void* w;
+  const void* w_scales;
+  const void* bias;
+  const float* gamma;
+  void* out;
+  std::int64_t out_row_stride;
+  const int *sorted_route, *tile_expert, *tile_row_begin, *tile_row_end, *num_tiles;
+  int n, k, top_k;
+  float act_alpha, act_limit;
+};
+struct CombineParamsArg {
+  const float* y;
+  std::int64_t y_row_stride;
+  const int* route_row;
+  void* out;
+  std::int64_t out_row_stride;
+  int hidden, top_k;
+};
+
+template <class T>
+T* ptr(DevicePtr p) {
+  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(p));
+}
+
+constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(255); }
+
+// Workspace layout for T tokens. Why bm = 16 for the tile lists: it bounds every
+// configuration's tile count, so the layout depends on T alone.
+struct Layout {
+  std::size_t offsets, sorted_route, route_row, tiles[2][4], h, y, total;
+};
+Layout layout_for(const MoeLayerShape& s, std::uint64_t T) {
+  const std::uint64_t R = T * s.top_k;
+  const std::uint64_t mt = ops::max_m_tiles(R, s.experts, 16);
+  Layout l{};
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t here = at;
+    at += align256(bytes);
+    return here;
+  };
+  l.offsets = take(4 * (s.experts + 1));
+  l.sorted_route = take(4 * R);
+  l.route_row = take(4 * R);
+  for (auto& t : l.tiles) {
+    for (int i = 0; i < 3; ++i) t[i] = take(4 * mt);
+    t[3] = take(4);
+  }
+  l.h = take(2 * R * s.intermediate);
+  l.y = take(4 * R * s.hidden);
+  l.total = at;
+  return l;
+}
+
+void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream) {
+  void* args[] = {params};
+  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(k.function, gx, gy, 1, k.launch.block_threads, 1, 1,
+                                                k.launch.dynamic_smem_bytes, stream, args, nullptr));
+}
+
+unsigned ceil_div(std::uint64_t a, std::uint64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+}  // namespace
+
+namespace ops {
+void check_shape(const MoeLayerShape& s, QuantMode quant) {
+  auto bad = [](const char* f, std::uint64_t v, const char* why) {
+    throw InvalidArgument(std::string("MoeLayerShape.") + f + "=" + std::to_string(v) + ": " + why);
+  };
+  if (s.hidden == 0 || s.hidden % 32 != 0) bad("hidden", s.hidden, "must be a positive multiple of 32");
+  if (s.intermediate == 0 || s.intermediate % 32 != 0)
+    bad("intermediate", s.intermediate, "must be a positive multiple of 32");
+  if (s.experts == 0 || s.experts > kRouteMaxExperts) bad("experts", s.experts, "must be in [1, 4096]");
+  if (s.top_k == 0 || s.top_k > s.experts) bad("top_k", s.top_k, "must be in [1, experts]");
+  if (quant != QuantMode::bf16 && quant != QuantMode::w4a16_mxfp4)
+    throw InvalidArgument("quant=" + std::string(to_string(quant)) +
+                          ": the MoE layer supports bf16 and w4a16_mxfp4 in this build");
+  if (s.act == Activation::swiglu_oai && !(s.act_limit > 0.f))
+    throw InvalidArgument("MoeLayerShape.act_limit=" + std::to_string(s.act_limit) + ": swiglu_oai needs a limit > 0");
+}
+}  // namespace ops
+
+MoeLayer::MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant, Target target)
+    : runtime_(runtime), shape_(shape), quant_(quant), target_(target) {
+  ops::check_shape(shape, quant);
+}
+
+std::size_t MoeLayer::workspace_size(std::uint32_t max_tokens) const {
+  return layout_for(shape_, max_tokens).total;
+}
+
+MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
+  const Layout l = layout_for(shape_, a.num_tokens);
+  MoeWorkspaceView v;
+  v.expert_offsets = a.workspace + l.offsets;
+  v.sorted_route = a.workspace + l.sorted_route;
+  v.route_row = a.workspace + l.route_row;
+  for (int g = 0; g < 2; ++g)
+    for (int i = 0; i < 4; ++i) v.tiles[g][i] = a.workspace + l.tiles[g][i];
+  v.h = a.workspace + l.h;
+  v.y = a.workspace + l.y;
+  return v;
+}
+
+void MoeLayer::check_args(const MoeLayerArgs& a) const {
+  auto bad = [](const char* f, std::uint64_t v, const std::string& why) {
+    throw InvalidArgument(std::string("MoeLayerArgs.") + f + "=" + std::to_string(v) + ": " + why);
+  };
+  const std::uint64_t D = shape_.hidden;
+  if (std::uint64_t(a.num_tokens) * shape_.top_k > 0x7fffffffull)
+    bad("num_tokens", a.num_tokens, "num_tokens * top_k must fit in int32");
+  if (!a.x) bad("x", a.x, "null");
+  if (!a.topk_ids) bad("topk_ids", a.topk_ids, "null");
+  if (!a.topk_weights) bad("topk_weights", a.topk_weights, "null");
+  if (!a.out) bad("out", a.out, "null");
+  if (a.x % 16) bad("x", a.x, "must be 16-byte aligned");
+  const std::int64_t xs = a.x_row_stride ? a.x_row_stride : std::int64_t(D);
+  if (xs < std::int64_t(D) || xs % 8) bad("x_row_stride", xs, "must be >= hidden and a multiple of 8");
+  const std::int64_t os = a.out_row_stride ? a.out_row_stride : std::int64_t(D);
+  if (os < std::int64_t(D) || os % 2) bad("out_row_stride", os, "must be >= hidden and even");
+  if (!a.workspace || a.workspace % 256) bad("workspace", a.workspace, "must be non-null and 256-byte aligned");
+  const std::size_t need = workspace_size(a.num_tokens);
+  if (a.workspace_bytes < need)
+    bad("workspace_bytes", a.workspace_bytes, "need " + std::to_string(need) + " for num_tokens=" +
+                                                  std::to_string(a.num_tokens));
+}
+
+void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
+  check_args(a);
+  if (a.num_tokens == 0) return;
+  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
+  const KernelRef k = runtime_.get(ops::route_key(shape_, bucket, target_));
+  const MoeWorkspaceView v = workspace_view(a);
+  RouteParamsArg p{};
+  p.topk_ids = ptr<const int>(a.topk_ids);
+  p.num_routes = static_cast<int>(a.num_tokens * shape_.top_k);
+  p.num_experts = static_cast<int>(shape_.experts);
+  p.expert_offsets = ptr<int>(v.expert_offsets);
+  p.sorted_route = ptr<int>(v.sorted_route);
+  p.route_row = ptr<int>(v.route_row);
+  const OpKind ops_[2] = {OpKind::gate_up, OpKind::down};
+  for (int g = 0; g < 2; ++g) {
+    const ops::GemmConfig c = ops::choose_config(ops::gemm_key(ops_[g], shape_, quant_, bucket, target_));
+    p.tiles[g] = {c.bm(), ptr<int>(v.tiles[g][0]), ptr<int>(v.tiles[g][1]), ptr<int>(v.tiles[g][2]),
+                  ptr<int>(v.tiles[g][3])};
+  }
+  launch(k, 1, 1, &p, stream);
+}
+
+namespace {
+void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, const Target& target,
+              const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v, CUstream stream) {
+  const bool gate_up = op == OpKind::gate_up;
+  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
+  const SpecKey key = ops::gemm_key(op, s, quant, bucket, target);
+  const ops::GemmConfig c = ops::choose_config(key);
+  const KernelRef k = rt.get(key);
+  const DevicePtr wt = gate_up ? w.w1 : w.w2;
+  const DevicePtr sc = gate_up ? w.w1_scales : w.w2_scales;
+  const DevicePtr bias = gate_up ? w.b1 : w.b2;
+  const BiasKind bk = gate_up ? s.gate_up_bias : s.down_bias;
+  const char* name = gate_up ? "w1" : "w2";
+  if (!wt || wt % 16) throw InvalidArgument(std::string("MoeWeights.") + name + " must be non-null and 16-byte aligned");
+  if (quant == QuantMode::w4a16_mxfp4 && !sc)
+    throw InvalidArgument(std::string("MoeWeights.") + name + "_scales is null; w4a16_mxfp4 needs E8M0 scales");
+  if (bk != BiasKind::none && !bias)
+    throw InvalidArgument(std::string("MoeWeights.") + (gate_up ? "b1" : "b2") + " is null but the shape has a bias");
+  const std::uint64_t R = std::uint64_t(a.num_tokens) * s.top_k;
+  GroupedGemmParamsArg p{};
+  if (gate_up) {
+    p.a = ptr<const void>(a.x);
+    p.a_row_stride = a.x_row_stride ? a.x_row_stride : s.hidden;
+    p.out = ptr<void>(v.h);
+    p.out_row_stride = s.intermediate;
+  } else {
+    p.a = ptr<const void>(v.h);
+    p.a_row_stride = s.intermediate;
+    p.out = ptr<void>(v.y);
+    p.out_row_stride = s.hidden;
+    p.gamma = ptr<const float>(a.topk_weights);
+  }
+  p.w = ptr<const void>(wt);
+  p.w_scales = ptr<const void>(sc);
+  p.bias = bk != BiasKind::none ? ptr<const void>(bias) : nullptr;
+  const int g = gate_up ? 0 : 1;
+  p.sorted_route = ptr<const int>(v.sorted_route);
+  p.tile_expert = ptr<const int>(v.tiles[g][0]);
+  p.tile_row_begin = ptr<const int>(v.tiles[g][1]);
+  p.tile_row_end = ptr<const int>(v.tiles[g][2]);
+  p.num_tiles = ptr<const int>(v.tiles[g][3]);
+  p.n = static_cast<int>(key.n);
+  p.k = static_cast<int>(key.k);
+  p.top_k = static_cast<int>(s.top_k);
+  p.act_alpha = key.act_alpha;
+  p.act_limit = key.act_limit;
+  const std::uint32_t tiles = ops::max_m_tiles(R, s.experts, c.bm());
+  if (tiles > 65535)
+    throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
+                          ": too many m-tiles for one launch (" + std::to_string(tiles) + " > 65535)");
+  launch(k, ceil_div(key.n, c.bn()), tiles, &p, stream);
+}
+}  // namespace
+
+void MoeLayer::gate_up(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
+  check_args(a);
+  if (a.num_tokens == 0) return;
+  run_gemm(runtime_, OpKind::gate_up, shape_, quant_, target_, w, a, workspace_view(a), stream);
+}
+
+void MoeLayer::down(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
+  check_args(a);
+  if (a.num_tokens == 0) return;
+  run_gemm(runtime_, OpKind::down, shape_, quant_, target_, w, a, workspace_view(a), stream);
+}
+
+void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
+  check_args(a);
+  if (a.num_tokens == 0) return;
+  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
+  const KernelRef k = runtime_.get(ops::combine_key(shape_, bucket, target_));
+  const MoeWorkspaceView v = workspace_view(a);
+  CombineParamsArg p{};
+  p.y = ptr<const float>(v.y);
+  p.y_row_stride = shape_.hidden;
+  p.route_row = ptr<const int>(v.route_row);
+  p.out = ptr<void>(a.out);
+  p.out_row_stride = a.out_row_stride ? a.out_row_stride : shape_.hidden;
+  p.hidden = static_cast<int>(shape_.hidden);
+  p.top_k = static_cast<int>(shape_.top_k);
+  launch(k, a.num_tokens, ceil_div(shape_.hidden, 4 * ops::kCombineThreads), &p, stream);
+}
+
+void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
+  route(a, stream);
+  gate_up(w, a, stream);
+  down(w, a, stream);
+  combine(a, stream);
+}
+
+}  // namespace moejit
