@@ -3,11 +3,13 @@
 // Lookup order: in-memory cache -> disk cache (or AOT pack) -> NVRTC compile.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "moejit/key.hpp"
+#include "moejit/kernel_source.hpp"
 #include "moejit/types.hpp"
 
 namespace moejit {
@@ -33,12 +35,6 @@ struct ResourceReport {
   int spill_store_bytes = -1, spill_load_bytes = -1;
   int stack_frame_bytes = -1;
   int shared_bytes = -1;  // static shared memory
-};
-
-// Launch contract of a compiled kernel; travels with it from the heuristic.
-struct LaunchContract {
-  std::uint32_t block_threads = 0;
-  std::uint32_t dynamic_smem_bytes = 0;  // raised with cuFuncSetAttribute when > 48 KB
 };
 
 // A compiled kernel, independent of any GPU (what prewarm produces).

@@ -6,22 +6,14 @@
 #include <vector>
 
 #include "moejit/key.hpp"
+#include "moejit/kernel_source.hpp"
 #include "moejit/runtime.hpp"
 
 namespace moejit::codegen {
 
-struct KernelSource {
-  // The whole NVRTC translation unit: embedded kernels/*.cuh text plus the
-  // instantiation lines. Never contains a path.
-  std::string source;
-  // For nvrtcAddNameExpression, e.g. "moejit::gemm_kernel<128, 64, 4, 1>".
-  std::string name_expression;
-  // NVRTC options beyond the target (-arch) and -Xptxas -v, which the compiler adds.
-  std::vector<std::string> options;
-  LaunchContract launch;
-  // The heuristic's config, printed ("bm=64 bn=128 bk=64 warps=8 stages=3"), for logs.
-  std::string config_text;
-};
+// Defined in moejit/kernel_source.hpp (public, so RuntimeOptions::generator can
+// name it); the codegen name stays for the families' generators.
+using KernelSource = ::moejit::KernelSource;
 
 // Dispatches on key.op to the family's generator. Throws InvalidArgument when
 // the key cannot be implemented (the message names the field and the reason).
