@@ -98,18 +98,18 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", MOEJIT_VERSION);
   std::string models;
   for (const std::string& m : embedded_model_names()) models += (models.empty() ? "" : ", ") + m;
-  auto* hf = app.add_option("--hf-config", a.hf_config, "Hugging Face config.json of the model");
-  auto* model = app.add_option("--model", a.model, "embedded model config: " + models);
+  auto* hf = app.add_option("--hf-config", a.hf_config, "Hugging Face config.json of the model")->option_text("PATH");
+  auto* model = app.add_option("--model", a.model, "embedded model config: " + models)->option_text("NAME");
   hf->excludes(model);
   app.add_option("--max-num-tokens", a.max_num_tokens, "per-step token budget of the server (>= 1)")
-      ->capture_default_str();
-  app.add_option("--arch", a.arch, "target, e.g. sm_90a (default: GPU 0's, else sm_90a)");
-  app.add_option("--tp", a.tp, "tensor-parallel size (divides the expert intermediate size)")->capture_default_str();
-  app.add_option("--ep", a.ep, "expert-parallel size (divides the experts)")->capture_default_str();
-  app.add_option("--quant", a.quant, "quant mode override: bf16, w4a16_mxfp4, mxfp8, fp8_per_token");
-  app.add_option("--cache-dir", a.cache_dir, "cache directory (default: $MOEJIT_CACHE_DIR, ...)");
-  app.add_option("-j,--jobs", a.jobs, "compile threads (0: one per core)")->capture_default_str();
-  app.add_option("--json", a.json_path, "write the report as JSON to PATH ('-': stdout)");
+      ->option_text("N [8192]");
+  app.add_option("--arch", a.arch, "target, e.g. sm_90a (default: GPU 0's, else sm_90a)")->option_text("ARCH");
+  app.add_option("--tp", a.tp, "tensor-parallel size (divides the expert intermediate size)")->option_text("N [1]");
+  app.add_option("--ep", a.ep, "expert-parallel size (divides the experts)")->option_text("N [1]");
+  app.add_option("--quant", a.quant, "quant mode override: bf16, w4a16_mxfp4, mxfp8, fp8_per_token")->option_text("MODE");
+  app.add_option("--cache-dir", a.cache_dir, "cache directory (default: $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit)")->option_text("DIR");
+  app.add_option("-j,--jobs", a.jobs, "compile threads (0: one per core)")->option_text("N [0]");
+  app.add_option("--json", a.json_path, "write the report as JSON to PATH ('-': stdout)")->option_text("PATH");
   app.add_flag("--list-keys", a.list_keys, "print every specialization key (canonical text) and exit");
   app.add_flag("--seal-check", a.seal_check, "after prewarm, seal and re-request every key: zero misses or exit 1");
   app.add_flag("--load", a.load, "also load every kernel on GPU 0 (needs a GPU)");
