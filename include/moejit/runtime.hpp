@@ -27,6 +27,11 @@ struct RuntimeOptions {
   bool use_disk_cache = true;
   // unset = strict if MOEJIT_STRICT=1, else warn.
   std::optional<SealPolicy> seal_policy;
+  // Maps a key to the NVRTC translation unit to compile. Empty = the library's
+  // kernel families (codegen::generate). Tests and embedders may inject their own;
+  // it must be deterministic (equal keys -> equal KernelSource) and thread-safe.
+  // Throwing InvalidArgument means "this key cannot be implemented".
+  std::function<KernelSource(const SpecKey&)> generator;
 };
 
 // Resource report of one compiled kernel, parsed from ptxas's -v output.
@@ -47,6 +52,15 @@ struct CompiledKernel {
   LaunchContract launch;
   double compile_ms = 0.0;     // 0 when loaded from disk
   enum class Origin : std::uint8_t { memory, disk, compiled } origin = Origin::compiled;
+};
+
+// compiled() plus how this particular call obtained the kernel.
+struct CompiledLookup {
+  std::shared_ptr<const CompiledKernel> kernel;
+  // memory: already in this Runtime (including: another thread or another key
+  // with the same content address produced it); disk: verified disk entry;
+  // compiled: NVRTC ran for this call.
+  CompiledKernel::Origin origin = CompiledKernel::Origin::memory;
 };
 
 // A kernel loaded in the current CUDA context, ready for cuLaunchKernel.
@@ -76,9 +90,13 @@ class Runtime {
   // one missing kernel cause one compile. Throws InvalidArgument (key cannot be
   // implemented; message names the field), CompileError, DriverError (NVRTC missing).
   std::shared_ptr<const CompiledKernel> compiled(const SpecKey& key);
+  // compiled() that also says where the kernel came from (for prewarm reports).
+  // Same errors as compiled().
+  CompiledLookup lookup_compiled(const SpecKey& key);
 
   // The kernel loaded in the calling thread's current CUDA context (loaded once
-  // per context). On a hit: no allocation, no string formatting, no lock
+  // per context; when no context is current, device 0's primary context is
+  // retained and made current). At most 8 contexts per kernel. On a hit: no allocation, no string formatting, no lock
   // contention beyond a shared lock. Throws as compiled(), plus DriverError,
   // plus SealedMiss after seal() under the strict policy.
   KernelRef get(const SpecKey& key);
@@ -93,6 +111,7 @@ class Runtime {
   const std::filesystem::path& cache_dir() const noexcept;
 
  private:
+  friend struct RuntimeAccess;  // internal: src/runtime/runtime_access.hpp (bench, tests)
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

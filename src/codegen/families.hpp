@@ -8,6 +8,15 @@ namespace moejit::codegen {
 KernelSource generate_grouped_gemm(const SpecKey& key);  // op = gate_up, down (src/ops)
 KernelSource generate_route(const SpecKey& key);         // op = route (src/ops)
 KernelSource generate_combine(const SpecKey& key);       // op = combine (src/ops)
-KernelSource generate_quantize(const SpecKey& key);      // op = quantize (src/quant)
+// op = quantize (src/codegen/quantize_family.cpp). Supported: quant=w4a16_mxfp4
+// (kernels/quantize_mxfp4.cuh) with weight_scale=e8m0_block32, out_dtype=u8,
+// n = cols (a multiple of 32), k = 0, no bias / act / router weight. The input
+// dtype (fp32 / bf16) is a run-time kernel argument, not a key field: one
+// compiled kernel serves both, and every such key (any n) yields the same
+// source, so all share one cache entry. Kernel arguments, in order:
+// (const void* in, int in_dtype /*0 fp32, 1 bf16*/, unsigned long long
+// num_blocks /*rows*cols/32*/, unsigned char* data, unsigned char* scales);
+// grid: any size (grid-stride loop), block: launch.block_threads.
+KernelSource generate_quantize(const SpecKey& key);
 
 }  // namespace moejit::codegen

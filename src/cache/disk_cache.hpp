@@ -1,0 +1,79 @@
+#pragma once
+// The persistent cache directory (layout in docs/cache-format.md):
+//   <dir>/entries/<hex[0:2]>/<hex>.entry   one compiled kernel (entry_format.hpp), 0600
+//   <dir>/entries/<hex[0:2]>/<hex>.lock    flock target: one compile across processes
+//   <dir>/entries/<hex[0:2]>/<hex>.used    last-use stamp (its mtime), for LRU pruning
+//   <dir>/quarantine/<hex>.entry.<UTC time>.<pid>.<n>   entries found bad, moved aside
+//   <dir>/stats.json, <dir>/stats.lock      persistent counters (cache_stats.hpp)
+// Directories are created 0700, files 0600.
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "cache/entry_format.hpp"
+#include "cache/file_lock.hpp"
+
+namespace moejit::cache {
+
+enum class LoadStatus : unsigned char {
+  hit,          // entry present and verified
+  absent,       // no entry
+  quarantined,  // entry present but bad: moved to quarantine/ (or removed), warning logged
+};
+
+struct LoadResult {
+  LoadStatus status = LoadStatus::absent;
+  std::optional<Entry> entry;            // when hit
+  std::string reason;                    // when quarantined: what was wrong
+  std::filesystem::path quarantined_to;  // when quarantined: where it went (empty if removed)
+};
+
+// Problems of a decoded entry relative to its file name's address and (when
+// given) the payload the caller expects; "" when none.
+std::string check_entry(const Entry& entry, const Hash128& address, const AddressPayload* expected);
+
+class DiskCache {
+ public:
+  // Touches nothing on disk.
+  explicit DiskCache(std::filesystem::path dir);
+
+  const std::filesystem::path& dir() const noexcept { return dir_; }
+  std::filesystem::path entries_dir() const { return dir_ / "entries"; }
+  std::filesystem::path quarantine_dir() const { return dir_ / "quarantine"; }
+  std::filesystem::path entry_path(const Hash128& address) const;
+  std::filesystem::path lock_path(const Hash128& address) const;
+  std::filesystem::path stamp_path(const Hash128& address) const;
+
+  // Creates <dir>, entries/ and quarantine/ (0700). Throws Error naming the path.
+  void ensure_layout() const;
+
+  // Reads and verifies the entry at `address` (magic, version, sizes, checksums,
+  // header grammar, payload == expected, address of the payload == address).
+  // A bad entry is quarantined with one warning naming it. Never throws
+  // (except bad_alloc); an unreadable entry is treated as bad.
+  LoadResult load(const Hash128& address, const AddressPayload& expected) const;
+
+  // Publishes atomically (AtomicFile, fsync) and creates the last-use stamp.
+  // If an entry already exists it is replaced (both are verified equal in content
+  // address; the newer bytes win). Throws Error (disk full, read-only, ...).
+  void publish(const Hash128& address, const Entry& entry) const;
+
+  // Exclusive per-entry lock, waiting at most `timeout`; unlocked on failure.
+  FileLock lock_entry(const Hash128& address, std::chrono::milliseconds timeout) const;
+
+  // Records a use now (mtime of the .used stamp; created if missing). Never throws.
+  void touch(const Hash128& address) const noexcept;
+
+  // Moves `path` into quarantine/ with a UTC timestamp suffix; removes it if the
+  // move fails. Logs one warning naming the path and `reason`. Returns the new
+  // path (empty when removed or already gone). Never throws.
+  std::filesystem::path quarantine(const std::filesystem::path& path, std::string_view reason) const noexcept;
+
+ private:
+  LoadResult load_once(const Hash128& address, const AddressPayload& expected, bool may_retry) const;
+  std::filesystem::path dir_;
+};
+
+}  // namespace moejit::cache

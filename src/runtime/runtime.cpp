@@ -1,0 +1,141 @@
+// Runtime: construction, public entry points, seal, statistics.
+#include "moejit/runtime.hpp"
+
+#include "moejit/error.hpp"
+#include "runtime/runtime_impl.hpp"
+#include "util/env.hpp"
+#include "util/logging.hpp"
+
+namespace moejit {
+
+Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
+  util::logger();  // Why first: the logger must outlive this object at static destruction.
+  cache_dir = options.cache_dir.empty() ? util::env::cache_dir() : options.cache_dir;
+  policy = options.seal_policy.value_or(util::env::strict() ? SealPolicy::strict : SealPolicy::warn);
+  if (options.use_disk_cache) {
+    try {
+      cache::DiskCache d(cache_dir);
+      d.ensure_layout();
+      disk.emplace(std::move(d));
+    } catch (const std::exception& e) {
+      util::logger()->warn("cache directory unusable ({}); kernels stay in memory only", e.what());
+    }
+  }
+}
+
+Runtime::Impl::~Impl() {
+  flush_stats();
+  if (process_global || module_loads.load() == 0) return;
+  // Why skip for the global runtime: at process exit the driver may already be
+  // torn down; the OS reclaims modules anyway.
+  try {
+    const driver::CudaApi& cu = driver::cuda();
+    for (auto& [addr, slot] : kernels) {
+      std::uint32_t n = slot->loaded_count.load(std::memory_order_acquire);
+      for (std::uint32_t i = 0; i < n; ++i) (void)cu.cuModuleUnload(slot->loaded[i].module);
+    }
+  } catch (...) {
+  }
+}
+
+void Runtime::Impl::on_miss_after_seal(const SpecKey& key) {
+  misses_after_seal.fetch_add(1, std::memory_order_relaxed);
+  cache::PersistentStats d;
+  d.misses_after_seal = 1;
+  record(d, true);
+  if (policy == SealPolicy::strict)
+    throw SealedMiss("kernel requested after seal() was not prewarmed (strict seal policy): key " + key.to_text());
+  util::logger()->warn("miss after seal: kernel for key {} was not prewarmed; compiling it now", key.to_text());
+}
+
+void Runtime::Impl::record(const cache::PersistentStats& delta, bool flush_now) {
+  cache::PersistentStats take;
+  {
+    std::lock_guard lock(pending_mu);
+    pending += delta;
+    // Why batch: a disk hit costs microseconds; a stats update costs a lock, a
+    // read and a rename. Compiles and anomalies flush at once.
+    if (!flush_now && ++pending_events < 32) return;
+    take = pending;
+    pending = {};
+    pending_events = 0;
+  }
+  if (disk) cache::add_stats(disk->dir(), take);
+}
+
+void Runtime::Impl::flush_stats() noexcept {
+  cache::PersistentStats take;
+  {
+    std::lock_guard lock(pending_mu);
+    take = pending;
+    pending = {};
+    pending_events = 0;
+  }
+  if (disk) cache::add_stats(disk->dir(), take);
+}
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Runtime::~Runtime() = default;
+
+Runtime& Runtime::global() {
+  // Why a function-local static object (not a leaked pointer): its destructor
+  // flushes the batched statistics at exit; modules are left to the OS.
+  static Runtime rt{RuntimeOptions{}};
+  static const bool marked = (rt.impl_->process_global = true);
+  (void)marked;
+  return rt;
+}
+
+std::shared_ptr<const CompiledKernel> Runtime::compiled(const SpecKey& key) { return lookup_compiled(key).kernel; }
+
+CompiledLookup Runtime::lookup_compiled(const SpecKey& key) {
+  const Hash128 h = key.hash();
+  CompiledLookup out;
+  if (runtime::KernelSlot* slot = impl_->find_ready(key, h)) {
+    impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+    out.kernel = slot->kernel;
+    out.origin = CompiledKernel::Origin::memory;
+    return out;
+  }
+  runtime::KernelSlot* slot = impl_->resolve(key, h, out.origin);
+  if (out.origin == CompiledKernel::Origin::memory) impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+  out.kernel = slot->kernel;
+  return out;
+}
+
+KernelRef Runtime::get(const SpecKey& key) {
+  const Hash128 h = key.hash();
+  runtime::KernelSlot* slot = impl_->find_ready(key, h);
+  if (slot) [[likely]] {
+    impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    CompiledKernel::Origin origin;
+    slot = impl_->resolve(key, h, origin);
+    if (origin == CompiledKernel::Origin::memory) impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+  }
+  return KernelRef{impl_->function_in_current_context(*slot), slot->kernel->launch};
+}
+
+void Runtime::seal() {
+  impl_->sealed.store(true, std::memory_order_release);
+  impl_->flush_stats();
+}
+bool Runtime::sealed() const noexcept { return impl_->sealed.load(std::memory_order_acquire); }
+SealPolicy Runtime::seal_policy() const noexcept { return impl_->policy; }
+const std::filesystem::path& Runtime::cache_dir() const noexcept { return impl_->cache_dir; }
+
+RuntimeStats Runtime::stats() const {
+  RuntimeStats s;
+  s.memory_hits = impl_->memory_hits.load();
+  s.disk_hits = impl_->disk_hits.load();
+  s.compiles = impl_->compiles.load();
+  s.compile_failures = impl_->compile_failures.load();
+  s.quarantined = impl_->quarantined.load();
+  s.misses_after_seal = impl_->misses_after_seal.load();
+  s.module_loads = impl_->module_loads.load();
+  std::lock_guard lock(impl_->pending_mu);
+  s.compile_ms_total = impl_->compile_ms_total;
+  return s;
+}
+
+}  // namespace moejit

@@ -1,0 +1,76 @@
+#pragma once
+// Runtime's private state (include/moejit/runtime.hpp declares Runtime::Impl).
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+
+#include "cache/cache_stats.hpp"
+#include "cache/disk_cache.hpp"
+#include "moejit/runtime.hpp"
+#include "runtime/slots.hpp"
+
+namespace moejit {
+
+struct Runtime::Impl {
+  explicit Impl(RuntimeOptions options);
+  ~Impl();
+
+  RuntimeOptions options;
+  std::filesystem::path cache_dir;
+  SealPolicy policy = SealPolicy::warn;
+  std::optional<cache::DiskCache> disk;  // unset: in-memory only (option, or unusable directory)
+  bool process_global = false;
+
+  std::atomic<bool> sealed{false};
+  std::atomic<bool> publish_warned{false};
+
+  // Maps. Why one shared_mutex for both: lookups take it shared; inserts are rare
+  // (once per key / per kernel) and short.
+  mutable std::shared_mutex map_mu;
+  runtime::KeyMap keys;
+  runtime::KernelMap kernels;
+
+  // NVRTC version text, resolved once (needs libnvrtc).
+  std::once_flag nvrtc_once;
+  std::string nvrtc_version;
+  std::exception_ptr nvrtc_error;
+
+  // Counters (RuntimeStats) and the batch of persistent deltas.
+  std::atomic<std::uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, compile_failures{0};
+  std::atomic<std::uint64_t> quarantined{0}, misses_after_seal{0}, module_loads{0};
+  std::mutex pending_mu;
+  double compile_ms_total = 0.0;        // under pending_mu
+  cache::PersistentStats pending;       // under pending_mu; flushed to stats.json
+  unsigned pending_events = 0;
+
+  // Hot path: the ready KernelSlot for key, or nullptr. No allocation, no
+  // formatting; takes map_mu shared.
+  runtime::KernelSlot* find_ready(const SpecKey& key, const Hash128& key_hash) const noexcept;
+
+  // Slow path: single-flight resolution of key to a ready KernelSlot.
+  // `origin` receives how this call obtained it. Throws as Runtime::compiled().
+  runtime::KernelSlot* resolve(const SpecKey& key, const Hash128& key_hash, CompiledKernel::Origin& origin);
+
+  // Per-context CUfunction of a ready slot (loads the module once per context).
+  CUfunction function_in_current_context(runtime::KernelSlot& slot);
+
+  void on_miss_after_seal(const SpecKey& key);
+  void record(const cache::PersistentStats& delta, bool flush_now);
+  void flush_stats() noexcept;
+
+ private:
+  const std::string& nvrtc_version_text();
+  std::shared_ptr<const CompiledKernel> obtain(const SpecKey& key, const KernelSource& src,
+                                               const cache::AddressPayload& payload, const Hash128& address,
+                                               CompiledKernel::Origin& origin);
+  std::shared_ptr<const CompiledKernel> compile_and_publish(const SpecKey& key, const std::string& key_text,
+                                                            const KernelSource& src,
+                                                            const cache::AddressPayload& payload,
+                                                            const Hash128& address);
+};
+
+}  // namespace moejit

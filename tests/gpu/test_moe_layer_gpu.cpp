@@ -1,0 +1,173 @@
+// The MoE layer on the GPU against the float64 CPU reference: real model shapes,
+// routing edge cases, per-GEMM intermediates, NaN-poisoned outputs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "driver/cuda_api.hpp"
+#include "gpu/gpu_runtime.hpp"
+#include "gpu/layer_fixture.hpp"
+#include "moejit/bucketing.hpp"
+#include "moejit/error.hpp"
+
+using namespace moejit;
+using namespace moejit::testing;
+
+namespace {
+
+struct Errors {
+  double out = 0, h = 0, y = 0;
+  std::size_t nonfinite_out = 0;
+};
+
+void sync() { MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize()); }
+
+// Runs the layer on `in`, checks every output element is finite and compares
+// sampled tokens (out, and their rows of H and Y) with the reference.
+Errors run_and_check(const LayerWeights& w, const LayerInputs& in, std::uint32_t sample = 8) {
+  MoeLayer layer(gpu_runtime(), w.shape, w.quant);
+  LayerRun run(layer, in);
+  layer.run(w.device(), run.args, nullptr);
+  sync();
+  const auto& s = w.shape;
+  Errors err;
+  const auto out = run.download_out(s);
+  err.nonfinite_out = ref::count_nonfinite(out.data(), out.size());
+
+  const auto tokens = sample_tokens(in.tokens, sample);
+  const auto res = ref::moe_reference(reference_args(w, in), tokens);
+  std::vector<std::uint16_t> got_out;
+  for (auto t : res.tokens)
+    got_out.insert(got_out.end(), out.begin() + std::size_t(t) * s.hidden, out.begin() + std::size_t(t + 1) * s.hidden);
+  err.out = ref::relative_frobenius_error(res.out, got_out);
+
+  // Intermediates: map each reference row (t, j) to the GPU's sorted row.
+  const MoeWorkspaceView v = layer.workspace_view(run.args);
+  const std::size_t routes = std::size_t(in.tokens) * s.top_k;
+  std::vector<std::int32_t> route_row(routes);
+  MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(route_row.data(), v.route_row, routes * 4));
+  std::vector<double> ref_h, ref_y;
+  std::vector<std::uint16_t> got_h;
+  std::vector<float> got_y;
+  std::vector<std::uint16_t> hrow(s.intermediate);
+  std::vector<float> yrow(s.hidden);
+  for (std::size_t i = 0; i < res.rows.size(); ++i) {
+    const auto r = res.rows[i];
+    const std::size_t route = std::size_t(res.routing.row_token[r]) * s.top_k + res.routing.row_slot[r];
+    const std::int32_t gr = route_row[route];
+    REQUIRE(gr >= 0);
+    MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(hrow.data(), v.h + std::size_t(gr) * s.intermediate * 2,
+                                                   hrow.size() * 2));
+    MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(yrow.data(), v.y + std::size_t(gr) * s.hidden * 4, yrow.size() * 4));
+    got_h.insert(got_h.end(), hrow.begin(), hrow.end());
+    got_y.insert(got_y.end(), yrow.begin(), yrow.end());
+    ref_h.insert(ref_h.end(), res.h.begin() + i * s.intermediate, res.h.begin() + (i + 1) * s.intermediate);
+    ref_y.insert(ref_y.end(), res.y.begin() + i * s.hidden, res.y.begin() + (i + 1) * s.hidden);
+  }
+  err.h = ref::relative_frobenius_error(ref_h, got_h);
+  err.y = ref::relative_frobenius_error(ref_y, got_y);
+  return err;
+}
+
+void report(const char* what, std::uint32_t T, const Errors& e) {
+  std::printf("  %-28s T=%-5u rel.err out=%.2e H=%.2e Y=%.2e nonfinite=%zu\n", what, T, e.out, e.h, e.y,
+              e.nonfinite_out);
+  CHECK(e.nonfinite_out == 0);
+  CHECK(e.out < 1e-2);
+  CHECK(e.h < 1e-2);
+  CHECK(e.y < 1e-2);
+}
+
+// Weights are large; build each (shape, quant) once per process.
+const LayerWeights& weights(const std::string& name, const MoeLayerShape& s, QuantMode q) {
+  static std::map<std::string, std::unique_ptr<LayerWeights>> cache;
+  auto& slot = cache[name + "/" + std::string(to_string(q))];
+  if (!slot) slot = LayerWeights::make(s, q, ref::process_seed() ^ std::hash<std::string>{}(name));
+  return *slot;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: MoE layer matches the float64 reference on real model shapes", "[gpu][layer]") {
+  const std::tuple<const char*, MoeLayerShape, QuantMode> models[] = {
+      {"gpt-oss-120b", gpt_oss_120b_shape(), QuantMode::w4a16_mxfp4},
+      {"gpt-oss-120b", gpt_oss_120b_shape(), QuantMode::bf16},
+      {"qwen3-30b-a3b", qwen3_30b_shape(), QuantMode::bf16},
+      {"qwen3-30b-a3b", qwen3_30b_shape(), QuantMode::w4a16_mxfp4},
+      {"mixtral-8x7b", mixtral_shape(), QuantMode::bf16},
+  };
+  for (const auto& [name, shape, quant] : models) {
+    const LayerWeights& w = weights(name, shape, quant);
+    std::printf("%s %s\n", name, std::string(to_string(quant)).c_str());
+    for (std::uint32_t T : {1u, 7u, 64u, 300u, 2049u}) {
+      ref::TestRng rng(T);
+      const auto in = LayerInputs::make(shape, T, Routing::uniform, rng);
+      INFO(name << " " << to_string(quant) << " T=" << T << " seed=" << rng.seed());
+      report(name, T, run_and_check(w, in));
+    }
+  }
+}
+
+TEST_CASE("gpu: routing edge cases (one expert, dropped routes, zero-row experts, T = 0)", "[gpu][layer]") {
+  const MoeLayerShape s = qwen3_30b_shape();
+  const LayerWeights& w = weights("qwen3-30b-a3b", s, QuantMode::w4a16_mxfp4);
+  ref::TestRng rng(11);
+  {
+    const auto in = LayerInputs::make(s, 300, Routing::one_expert, rng);
+    report("all rows on one expert", 300, run_and_check(w, in));
+  }
+  {
+    const auto in = LayerInputs::make(s, 64, Routing::with_drops, rng);
+    report("-1 routes dropped", 64, run_and_check(w, in));
+  }
+  {
+    const auto in = LayerInputs::make(s, 3, Routing::uniform, rng);  // 24 routes over 128 experts
+    report("zero-row experts", 3, run_and_check(w, in));
+  }
+  {
+    MoeLayer layer(gpu_runtime(), s, w.quant);
+    const auto in = LayerInputs::make(s, 1, Routing::uniform, rng);
+    LayerRun run(layer, in);
+    run.args.num_tokens = 0;
+    const auto before = gpu_runtime().stats();
+    layer.run(w.device(), run.args, nullptr);
+    sync();
+    CHECK(gpu_runtime().stats().compiles == before.compiles);
+    std::vector<std::uint16_t> o(s.hidden);
+    run.out.download(o.data(), o.size() * 2);
+    CHECK(ref::count_nonfinite(o.data(), o.size()) == o.size());  // untouched: still poisoned
+  }
+}
+
+TEST_CASE("gpu: E = 256 with N*K > 8M and tokens only on expert 255 (64-bit offsets)", "[gpu][layer]") {
+  MoeLayerShape s;
+  s.hidden = 7168, s.intermediate = 2048, s.experts = 256, s.top_k = 8;  // DeepSeek-V3 shape
+  s.act = Activation::silu_gated;
+  REQUIRE(std::uint64_t(2 * s.intermediate) * s.hidden > 8'000'000);
+  const LayerWeights& w = weights("e256", s, QuantMode::w4a16_mxfp4);
+  ref::TestRng rng(256);
+  const auto in = LayerInputs::make(s, 33, Routing::last_expert_only, rng);
+  report("E=256 expert 255 only", 33, run_and_check(w, in, 33));
+}
+
+TEST_CASE("gpu: bad arguments are rejected with the parameter named", "[gpu][layer]") {
+  const MoeLayerShape s = qwen3_30b_shape();
+  const LayerWeights& w = weights("qwen3-30b-a3b", s, QuantMode::w4a16_mxfp4);
+  MoeLayer layer(gpu_runtime(), s, w.quant);
+  ref::TestRng rng(5);
+  const auto in = LayerInputs::make(s, 4, Routing::uniform, rng);
+  LayerRun run(layer, in);
+  auto args = run.args;
+  args.workspace_bytes = 16;
+  CHECK_THROWS_WITH(layer.run(w.device(), args, nullptr), Catch::Contains("workspace_bytes"));
+  args = run.args;
+  args.x_row_stride = 7;
+  CHECK_THROWS_WITH(layer.run(w.device(), args, nullptr), Catch::Contains("x_row_stride"));
+  MoeWeights dw = w.device();
+  dw.w1_scales = 0;
+  CHECK_THROWS_WITH(layer.run(dw, run.args, nullptr), Catch::Contains("w1_scales"));
+}

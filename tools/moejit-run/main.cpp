@@ -1,0 +1,153 @@
+// moejit-run: runs one MoE layer of a model on the GPU with random weights
+// (MXFP4 or bf16), checks sampled tokens against the float64 reference, and
+// times the layer per token count T (CUDA events, median), printing achieved
+// weight bandwidth and TFLOP/s next to the floor.
+//
+// Exit codes: 0 ok, 1 a check failed, 2 bad arguments, 3 no GPU / driver error.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "driver/cuda_api.hpp"
+#include "gpu/layer_fixture.hpp"
+#include "moejit/bucketing.hpp"
+#include "moejit/error.hpp"
+#include "moejit/model.hpp"
+#include "moejit/runtime.hpp"
+
+using namespace moejit;
+using namespace moejit::testing;
+
+namespace {
+
+struct Row {
+  std::uint32_t T;
+  double us, weight_tbps, tflops, floor_us, err;
+  std::uint32_t experts_hit;
+};
+
+double median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"moejit-run: time and check one MoE layer on the GPU"};
+  std::string model = "gpt-oss-120b", quant_text, cache_dir;
+  std::vector<std::uint32_t> tokens{1, 8, 64, 512, 4096};
+  int iters = 50, sample = 8;
+  double copy_tbps = 4.23, bf16_tflops = 782.0;
+  app.add_option("--model", model, "embedded model config (moejit-prewarm --help lists them)");
+  app.add_option("--quant", quant_text, "bf16 | w4a16_mxfp4 (default: the checkpoint's, else bf16)");
+  app.add_option("--tokens", tokens, "token counts T to run")->delimiter(',');
+  app.add_option("--iters", iters, "timed runs per T (median reported)")->check(CLI::Range(5, 100000));
+  app.add_option("--check-tokens", sample, "tokens per T checked against the float64 reference")->check(CLI::Range(0, 4096));
+  app.add_option("--cache-dir", cache_dir, "kernel cache directory");
+  app.add_option("--copy-tbps", copy_tbps, "measured device copy bandwidth for the floor (TB/s)");
+  app.add_option("--bf16-tflops", bf16_tflops, "measured bf16 tensor rate for the floor (TFLOP/s)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    const ModelSpec spec = embedded_model(model);
+    PlanOptions po;
+    if (!quant_text.empty()) po.quant = parse_quant_mode(quant_text);
+    else if (!spec.checkpoint_quant) po.quant = QuantMode::bf16;
+    po.max_num_tokens = *std::max_element(tokens.begin(), tokens.end());
+    const PrewarmPlan plan = make_plan(spec, po);
+    const MoeLayerShape shape = plan.layers.at(0);
+    const QuantMode quant = plan.quant_modes.at(0);
+    if (!driver::gpu_available()) {
+      std::fprintf(stderr, "moejit-run: error: no usable GPU (libcuda.so.1 / device)\n");
+      return 3;
+    }
+    driver::ensure_context(0);
+    RuntimeOptions ro;
+    if (!cache_dir.empty()) ro.cache_dir = cache_dir;
+    Runtime rt(ro);
+    std::printf("model %s: %s, quant %s\n", model.c_str(), shape.to_string().c_str(),
+                std::string(to_string(quant)).c_str());
+    const auto w = LayerWeights::make(shape, quant, ref::process_seed());
+    MoeLayer layer(rt, shape, quant);
+    const double w1_bytes_per_expert =
+        quant == QuantMode::w4a16_mxfp4 ? w.n1() * double(shape.hidden) * (0.5 + 1.0 / 32) : w.n1() * double(shape.hidden) * 2;
+    const double w2_bytes_per_expert = quant == QuantMode::w4a16_mxfp4
+                                           ? double(shape.hidden) * shape.intermediate * (0.5 + 1.0 / 32)
+                                           : double(shape.hidden) * shape.intermediate * 2;
+    std::vector<Row> rows;
+    bool ok = true;
+    CUevent ev0, ev1;
+    const auto& cu = driver::cuda();
+    MOEJIT_CU_CHECK(cu.cuEventCreate(&ev0, 0));
+    MOEJIT_CU_CHECK(cu.cuEventCreate(&ev1, 0));
+    for (std::uint32_t T : tokens) {
+      // Three input sets, rotated, so activations are not served from L2.
+      std::vector<LayerInputs> ins;
+      std::vector<std::unique_ptr<LayerRun>> runs;
+      for (int i = 0; i < 3; ++i) {
+        ref::TestRng rng(T * 3 + i);
+        ins.push_back(LayerInputs::make(shape, T, Routing::uniform, rng));
+        runs.push_back(std::make_unique<LayerRun>(layer, ins.back()));
+      }
+      double err = 0;
+      if (sample > 0) {
+        layer.run(w->device(), runs[0]->args, nullptr);
+        MOEJIT_CU_CHECK(cu.cuCtxSynchronize());
+        const auto out = runs[0]->download_out(shape);
+        const std::size_t bad = ref::count_nonfinite(out.data(), out.size());
+        const auto res = ref::moe_reference(reference_args(*w, ins[0]), sample_tokens(T, sample));
+        std::vector<std::uint16_t> got;
+        for (auto t : res.tokens)
+          got.insert(got.end(), out.begin() + std::size_t(t) * shape.hidden, out.begin() + std::size_t(t + 1) * shape.hidden);
+        err = ref::relative_frobenius_error(res.out, got);
+        if (bad != 0 || !(err < 1e-2)) {
+          std::fprintf(stderr, "moejit-run: CHECK FAILED at T=%u: rel.err %.3e, %zu non-finite outputs\n", T, err, bad);
+          ok = false;
+        }
+      }
+      for (int i = 0; i < 5; ++i) layer.run(w->device(), runs[i % 3]->args, nullptr);
+      std::vector<float> ms;
+      for (int i = 0; i < iters; ++i) {
+        MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, nullptr));
+        layer.run(w->device(), runs[i % 3]->args, nullptr);
+        MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, nullptr));
+        MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
+        float t = 0;
+        MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
+        ms.push_back(t);
+      }
+      std::set<int> hit(ins[0].ids.begin(), ins[0].ids.end());
+      hit.erase(-1);
+      const double us = median(ms) * 1e3;
+      const double wbytes = hit.size() * (w1_bytes_per_expert + w2_bytes_per_expert);
+      const double rows_ = double(T) * shape.top_k;
+      const double flops = 2.0 * rows_ * (double(w.n1()) * shape.hidden + double(shape.hidden) * shape.intermediate);
+      const double floor_us = std::max(wbytes / (copy_tbps * 1e12), flops / (bf16_tflops * 1e12)) * 1e6;
+      rows.push_back({T, us, wbytes / (us * 1e-6) / 1e12, flops / (us * 1e-6) / 1e12, floor_us, err,
+                      static_cast<std::uint32_t>(hit.size())});
+    }
+    std::printf("\n%7s %8s %11s %12s %10s %10s %9s %10s\n", "T", "experts", "time_us", "weight_TB/s", "TFLOP/s",
+                "floor_us", "of_floor", "rel_err");
+    for (const auto& r : rows)
+      std::printf("%7u %8u %11.1f %12.2f %10.1f %10.1f %8.0f%% %10.2e\n", r.T, r.experts_hit, r.us, r.weight_tbps,
+                  r.tflops, r.floor_us, 100.0 * r.floor_us / r.us, r.err);
+    const auto st = rt.stats();
+    std::printf("\nkernels: %llu compiled, %llu disk hits, %llu memory hits\n", (unsigned long long)st.compiles,
+                (unsigned long long)st.disk_hits, (unsigned long long)st.memory_hits);
+    return ok ? 0 : 1;
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "moejit-run: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "moejit-run: error: %s\n", e.what());
+    return 3;
+  }
+}
