@@ -41,8 +41,11 @@ Grouping group_by_kernel(const std::vector<SpecKey>& keys) {
     Hash128 h;
     try {
       h = source_hash(keys[i], codegen::generate(keys[i]));
-    } catch (const std::exception& e) {
-      out.rejected.push_back({i, e.what()});
+    } catch (const std::exception&) {
+      // Why not reject here: the runtime may use its own generator
+      // (RuntimeOptions::generator) that implements this key. A group of its
+      // own lets the runtime decide; its InvalidArgument becomes the failure.
+      out.groups.push_back({Hash128{i, ~0ull}, {i}});
       continue;
     }
     auto [it, inserted] = group_of.try_emplace(h, out.groups.size());

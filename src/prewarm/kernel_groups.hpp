@@ -16,20 +16,15 @@ struct KernelGroup {
   std::vector<std::size_t> members;  // indices into the key vector, ascending; members[0] compiles
 };
 
-struct KeyRejection {
-  std::size_t index;    // into the key vector
-  std::string message;  // why the code generator rejected the key
-};
-
 struct Grouping {
   std::vector<KernelGroup> groups;  // ordered by their first member
-  std::vector<KeyRejection> rejected;
 };
 
 // Runs codegen::generate() on every key (no compile, no NVRTC) and groups keys
 // with byte-identical generated sources, NVRTC options and target. Within one
 // NVRTC version that is exactly the cache's content address. A key that
-// generate() rejects (InvalidArgument) lands in `rejected`; never throws for a key.
+// generate() rejects gets a group of its own (the runtime, which may have its
+// own generator, decides). Never throws for a key.
 Grouping group_by_kernel(const std::vector<SpecKey>& keys);
 
 }  // namespace moejit::prewarm_detail

@@ -48,11 +48,13 @@ Failure make_failure(std::size_t index, const std::exception& e) {
 // key is in the runtime's memory before seal() (a sealed runtime never misses).
 void run_group(Runtime& runtime, const std::vector<SpecKey>& keys, const KernelGroup& group, GroupResult& out) {
   try {
-    auto kernel = runtime.compiled(keys[group.members.front()]);
+    // Why lookup_compiled and not compiled()->origin: the kernel object is
+    // shared, its origin is how it was first obtained; we need this call's.
+    const CompiledLookup got = runtime.lookup_compiled(keys[group.members.front()]);
     out.ok = true;
-    out.origin = kernel->origin;
-    out.content_hash = kernel->content_hash;
-    out.compile_ms = kernel->compile_ms;
+    out.origin = got.origin;
+    out.content_hash = got.kernel->content_hash;
+    out.compile_ms = got.origin == CompiledKernel::Origin::compiled ? got.kernel->compile_ms : 0.0;
   } catch (const std::exception& e) {
     out.failures.push_back(make_failure(group.members.front(), e));
     return;  // the other members compile the same source: same failure, no retry
@@ -125,7 +127,6 @@ PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOp
   }  // jthreads join here
 
   std::vector<Failure> failures;
-  for (const prewarm_detail::KeyRejection& r : grouping.rejected) failures.push_back({r.index, r.message, PrewarmFailureKind::rejected});
   std::unordered_set<std::size_t> failed_keys;
   for (std::size_t g = 0; g < total; ++g) {
     GroupResult& r = results[g];
@@ -140,8 +141,8 @@ PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOp
       case CompiledKernel::Origin::memory: ++report.memory_hits; break;
     }
   }
-  report.distinct_kernels = total + grouping.rejected.size();
-  report.failed = grouping.rejected.size();
+  report.distinct_kernels = total;
+  report.failed = 0;
   for (const GroupResult& r : results) report.failed += r.ok ? 0 : 1;
 
   // Why on the calling thread: get() loads into the calling thread's current

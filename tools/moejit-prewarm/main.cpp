@@ -79,8 +79,7 @@ SealCheckResult seal_check(Runtime& runtime, const std::vector<SpecKey>& keys, c
     if (std::binary_search(failed.begin(), failed.end(), key.to_text())) continue;
     ++r.keys;
     try {
-      auto k = runtime.compiled(key);
-      if (k->origin != CompiledKernel::Origin::memory) ++r.misses;
+      if (runtime.lookup_compiled(key).origin != CompiledKernel::Origin::memory) ++r.misses;
     } catch (const std::exception&) {
       ++r.misses;
     }
