@@ -164,7 +164,7 @@ TEST_CASE("prewarm twice into one cache directory: the second run compiles nothi
 
     // Sealed: every key is served from memory, no miss after seal.
     rt.seal();
-    for (const SpecKey& k : enumerate_keys(plan)) CHECK(rt.compiled(k)->origin == CompiledKernel::Origin::memory);
+    for (const SpecKey& k : enumerate_keys(plan)) CHECK(rt.lookup_compiled(k).origin == CompiledKernel::Origin::memory);
     CHECK(rt.stats().misses_after_seal == 0);
   }
   {

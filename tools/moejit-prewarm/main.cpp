@@ -23,6 +23,7 @@
 #include "prewarm/tool_support.hpp"
 #include "progress.hpp"
 #include "summary.hpp"
+#include "util/env.hpp"
 
 namespace moejit::tools {
 namespace {
@@ -132,10 +133,12 @@ int run(int argc, char** argv) {
   }
   if (a.load && !have_gpu()) throw EnvironmentError("--load needs a GPU, and none is usable on this machine");
 
+  // Why check before constructing the Runtime: it would degrade to memory-only
+  // with a warning, and a prewarm that persists nothing is useless.
   RuntimeOptions ropts;
-  ropts.cache_dir = a.cache_dir;
+  ropts.cache_dir = a.cache_dir.empty() ? util::env::cache_dir() : a.cache_dir;
+  check_cache_dir_usable(ropts.cache_dir);
   Runtime runtime(ropts);
-  check_cache_dir_usable(runtime.cache_dir());
 
   PrewarmOptions popts;
   popts.jobs = a.jobs;
