@@ -134,4 +134,11 @@ void quantize_mxfp4_gpu(Runtime& runtime, DevicePtr in, DType in_dtype, std::uin
                         std::uint32_t cols, DevicePtr data, DevicePtr scales, CUstream stream,
                         const Target& target = Target{});
 
+// The same launch with a kernel the caller already holds (from Runtime::get of
+// quantize_mxfp4_key(cols), or loaded from a cubin of generate_quantize's
+// source). Throws InvalidArgument as above and when kernel.function is null or
+// kernel.launch.block_threads is not a positive multiple of 32.
+void quantize_mxfp4_gpu(const KernelRef& kernel, DevicePtr in, DType in_dtype, std::uint64_t rows,
+                        std::uint32_t cols, DevicePtr data, DevicePtr scales, CUstream stream);
+
 }  // namespace moejit

@@ -20,20 +20,23 @@ constexpr unsigned kQuantizeBlockThreads = 256;
 }  // namespace
 
 KernelSource generate_quantize(const SpecKey& key) {
-  if (key.op != OpKind::quantize) reject("op", std::to_string(static_cast<int>(key.op)), "expected quantize");
+  validate(key);
+  auto str = [](auto v) { return std::string(to_string(v)); };
+  if (key.op != OpKind::quantize) reject("op", str(key.op), "expected quantize");
   if (key.quant != QuantMode::w4a16_mxfp4)
-    reject("quant", std::to_string(static_cast<int>(key.quant)),
+    reject("quant", str(key.quant),
            "only w4a16_mxfp4 has a GPU quantizer so far (MXFP8 and per-token FP8 are CPU-only)");
   if (key.n % 32 != 0)
     reject("n", std::to_string(key.n), "quantize needs n (columns) to be a multiple of 32 (MX block)");
   if (key.k != 0) reject("k", std::to_string(key.k), "quantize uses k = 0");
   if (key.weight_scale != WeightScale::e8m0_block32)
-    reject("weight_scale", std::to_string(static_cast<int>(key.weight_scale)), "MXFP4 needs e8m0_block32");
-  if (key.out_dtype != DType::u8)
-    reject("out_dtype", std::to_string(static_cast<int>(key.out_dtype)), "MXFP4 output is u8");
-  if (key.bias != BiasKind::none) reject("bias", std::to_string(static_cast<int>(key.bias)), "quantize has no bias");
-  if (key.act != Activation::none) reject("act", std::to_string(static_cast<int>(key.act)), "quantize has no activation");
+    reject("weight_scale", str(key.weight_scale), "MXFP4 needs e8m0_block32");
+  if (key.out_dtype != DType::u8) reject("out_dtype", str(key.out_dtype), "MXFP4 output is u8");
+  if (key.bias != BiasKind::none) reject("bias", str(key.bias), "quantize has no bias");
+  if (key.act != Activation::none) reject("act", str(key.act), "quantize has no activation");
   if (key.router_weight) reject("router_weight", "true", "quantize has no router weight");
+  if (key.experts != 0 || key.top_k != 0)
+    reject("experts/top_k", std::to_string(key.experts) + "/" + std::to_string(key.top_k), "quantize uses 0/0");
 
   KernelSource ks;
   ks.source = std::string(kernel_file("quantize_mxfp4.cuh"));

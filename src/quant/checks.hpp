@@ -23,4 +23,9 @@ inline void check_ptr(const char* fn, const char* name, const void* p, std::uint
                           std::to_string(rows) + ", cols = " + std::to_string(cols));
 }
 
+// Checks of the GPU quantizer's arguments (dtype, cols, null, alignment);
+// throws InvalidArgument. Defined in quantize_mxfp4_gpu.cpp.
+void check_gpu_args(DevicePtr in, DType in_dtype, std::uint64_t rows, std::uint32_t cols, DevicePtr data,
+                    DevicePtr scales);
+
 }  // namespace moejit::quant_detail

@@ -24,7 +24,7 @@ struct Errors {
   std::size_t nonfinite_out = 0;
 };
 
-void sync() { MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize()); }
+void device_sync() { MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize()); }
 
 // Runs the layer on `in`, checks every output element is finite and compares
 // sampled tokens (out, and their rows of H and Y) with the reference.
@@ -32,7 +32,7 @@ Errors run_and_check(const LayerWeights& w, const LayerInputs& in, std::uint32_t
   MoeLayer layer(gpu_runtime(), w.shape, w.quant);
   LayerRun run(layer, in);
   layer.run(w.device(), run.args, nullptr);
-  sync();
+  device_sync();
   const auto& s = w.shape;
   Errors err;
   const auto out = run.download_out(s);
@@ -135,7 +135,7 @@ TEST_CASE("gpu: routing edge cases (one expert, dropped routes, zero-row experts
     run.args.num_tokens = 0;
     const auto before = gpu_runtime().stats();
     layer.run(w.device(), run.args, nullptr);
-    sync();
+    device_sync();
     CHECK(gpu_runtime().stats().compiles == before.compiles);
     std::vector<std::uint16_t> o(s.hidden);
     run.out.download(o.data(), o.size() * 2);

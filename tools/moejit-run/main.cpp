@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     const auto w = LayerWeights::make(shape, quant, ref::process_seed());
     MoeLayer layer(rt, shape, quant);
     const double w1_bytes_per_expert =
-        quant == QuantMode::w4a16_mxfp4 ? w.n1() * double(shape.hidden) * (0.5 + 1.0 / 32) : w.n1() * double(shape.hidden) * 2;
+        quant == QuantMode::w4a16_mxfp4 ? w->n1() * double(shape.hidden) * (0.5 + 1.0 / 32) : w->n1() * double(shape.hidden) * 2;
     const double w2_bytes_per_expert = quant == QuantMode::w4a16_mxfp4
                                            ? double(shape.hidden) * shape.intermediate * (0.5 + 1.0 / 32)
                                            : double(shape.hidden) * shape.intermediate * 2;
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       const double us = median(ms) * 1e3;
       const double wbytes = hit.size() * (w1_bytes_per_expert + w2_bytes_per_expert);
       const double rows_ = double(T) * shape.top_k;
-      const double flops = 2.0 * rows_ * (double(w.n1()) * shape.hidden + double(shape.hidden) * shape.intermediate);
+      const double flops = 2.0 * rows_ * (double(w->n1()) * shape.hidden + double(shape.hidden) * shape.intermediate);
       const double floor_us = std::max(wbytes / (copy_tbps * 1e12), flops / (bf16_tflops * 1e12)) * 1e6;
       rows.push_back({T, us, wbytes / (us * 1e-6) / 1e12, flops / (us * 1e-6) / 1e12, floor_us, err,
                       static_cast<std::uint32_t>(hit.size())});
