@@ -1,11 +1,11 @@
-// ls, show, stats, verify: read-only views of a cache directory.
+// ls, show, stats, verify: views of a cache directory over src/cache/cache_admin.hpp.
 #include "commands.hpp"
 
 #include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "cache/cache_stats.hpp"
-#include "catalog.hpp"
+#include "cache/cache_admin.hpp"
 #include "prewarm/tool_support.hpp"
 
 namespace moejit::tools {
@@ -18,25 +18,14 @@ std::string spills(const ResourceReport& r) {
   return std::to_string(std::max(r.spill_store_bytes, 0)) + "/" + std::to_string(std::max(r.spill_load_bytes, 0));
 }
 
-Json entry_json(const CatalogEntry& e) {
+Json header_json(const cache::EntryHeader& h) {
   Json j;
-  j["id"] = e.id;
-  j["path"] = e.path.string();
-  j["bytes"] = e.bytes;
-  j["last_used"] = format_time(e.last_used);
-  j["ok"] = e.ok();
-  if (!e.ok()) {
-    j["problem"] = e.problem;
-    return j;
-  }
-  const cache::EntryHeader& h = e.entry->header;
   j["key"] = h.key_text;
   j["target"] = h.payload.target;
   j["nvrtc_version"] = h.payload.nvrtc_version;
   j["moejit_version"] = h.payload.moejit_version;
   j["name_expression"] = h.payload.name_expression;
   j["lowered_name"] = h.lowered_name;
-  j["cubin_bytes"] = e.entry->cubin.size();
   j["registers"] = h.resources.registers;
   j["spill_store_bytes"] = h.resources.spill_store_bytes;
   j["spill_load_bytes"] = h.resources.spill_load_bytes;
@@ -49,53 +38,80 @@ Json entry_json(const CatalogEntry& e) {
   return j;
 }
 
-void print_files(const char* title, const std::vector<CatalogFile>& files) {
-  for (const CatalogFile& f : files)
-    std::printf("%s: %s (%s)%s%s\n", title, f.path.c_str(), format_bytes(f.bytes).c_str(), f.note.empty() ? "" : ": ",
-                f.note.c_str());
+const cache::EntryInfo* info_of(const std::vector<cache::EntryInfo>& list, const Hash128& address) {
+  for (const cache::EntryInfo& e : list)
+    if (e.address == address) return &e;
+  return nullptr;
 }
 
 }  // namespace
 
+std::string format_unix_time(std::int64_t unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
 int cmd_ls(const std::filesystem::path& dir, bool json) {
-  const Catalog c = scan_cache(dir);
+  const std::vector<cache::EntryInfo> list = cache::list_entries(dir);
   if (json) {
     Json arr = Json::array();
-    for (const CatalogEntry& e : c.entries) arr.push_back(entry_json(e));
+    for (const cache::EntryInfo& e : list) {
+      Json j;
+      j["id"] = e.address.hex();
+      j["path"] = e.path.string();
+      j["bytes"] = e.file_bytes;
+      j["cubin_bytes"] = e.cubin_bytes;
+      j["last_used_unix"] = e.last_used_unix;
+      j["ok"] = e.problem.empty();
+      if (!e.problem.empty()) j["problem"] = e.problem;
+      if (e.header) j.update(header_json(*e.header));
+      arr.push_back(std::move(j));
+    }
     std::printf("%s\n", arr.dump(2).c_str());
     return 0;
   }
-  if (c.entries.empty()) {
-    std::printf("no entries in %s%s\n", dir.c_str(), c.exists ? "" : " (the directory does not exist)");
+  if (list.empty()) {
+    std::error_code ec;
+    std::printf("no entries in %s%s\n", dir.c_str(), std::filesystem::exists(dir, ec) ? "" : " (does not exist)");
     return 0;
   }
+  std::uint64_t bytes = 0;
   std::printf("%-32s  %9s  %-7s  %4s  %-9s  %-16s  %s\n", "ID", "SIZE", "TARGET", "REGS", "SPILL", "LAST USED", "KEY");
-  for (const CatalogEntry& e : c.entries) {
-    if (!e.ok()) {
-      std::printf("%-32s  %9s  BAD: %s\n", e.id.c_str(), format_bytes(e.bytes).c_str(), e.problem.c_str());
+  for (const cache::EntryInfo& e : list) {
+    bytes += e.file_bytes;
+    if (!e.header) {
+      std::printf("%-32s  %9s  BAD: %s\n", e.address.hex().c_str(), format_bytes(e.file_bytes).c_str(),
+                  e.problem.c_str());
       continue;
     }
-    const cache::EntryHeader& h = e.entry->header;
-    std::printf("%-32s  %9s  %-7s  %4d  %-9s  %-16s  %s\n", e.id.c_str(), format_bytes(e.bytes).c_str(),
-                h.payload.target.c_str(), h.resources.registers, spills(h.resources).c_str(),
-                format_time(e.last_used).c_str(), h.key_text.c_str());
+    const cache::EntryHeader& h = *e.header;
+    std::printf("%-32s  %9s  %-7s  %4d  %-9s  %-16s  %s\n", e.address.hex().c_str(),
+                format_bytes(e.file_bytes).c_str(), h.payload.target.c_str(), h.resources.registers,
+                spills(h.resources).c_str(), format_unix_time(e.last_used_unix).c_str(), h.key_text.c_str());
   }
-  std::printf("%zu entries, %s in %s\n", c.entries.size(), format_bytes(c.entry_bytes()).c_str(), dir.c_str());
+  std::printf("%zu entries, %s in %s\n", list.size(), format_bytes(bytes).c_str(), dir.c_str());
   return 0;
 }
 
 int cmd_show(const std::filesystem::path& dir, const std::string& id) {
-  const Catalog c = scan_cache(dir);
-  const CatalogEntry& e = find_entry(c, id);
-  std::printf("id                 %s\npath               %s\nsize               %s (%llu bytes)\nlast used          %s\n",
-              e.id.c_str(), e.path.c_str(), format_bytes(e.bytes).c_str(), static_cast<unsigned long long>(e.bytes),
-              format_time(e.last_used).c_str());
-  if (!e.ok()) {
-    std::printf("status             BAD: %s\n", e.problem.c_str());
-    return static_cast<int>(ExitCode::failed);
-  }
-  const cache::EntryHeader& h = e.entry->header;
+  // read_entry verifies the whole entry; InvalidArgument (no / several matches)
+  // and Error (corrupt: exit code 1) reach main's one-line handler.
+  const cache::Entry entry = cache::read_entry(dir, id);
+  const cache::EntryHeader& h = entry.header;
+  const Hash128 address = h.payload.address();
+  const std::vector<cache::EntryInfo> list = cache::list_entries(dir);
+  const cache::EntryInfo* info = info_of(list, address);
   const auto& r = h.resources;
+  std::printf("id                 %s\n", address.hex().c_str());
+  if (info) {
+    std::printf("path               %s\nsize               %s (%llu bytes)\nlast used          %s\n", info->path.c_str(),
+                format_bytes(info->file_bytes).c_str(), static_cast<unsigned long long>(info->file_bytes),
+                format_unix_time(info->last_used_unix).c_str());
+  }
   std::printf("status             ok (checksums, header, content address verified)\n");
   std::printf("key                %s\n", h.key_text.c_str());
   std::printf("target             %s\nnvrtc version      %s\nmoejit version     %s\n", h.payload.target.c_str(),
@@ -111,81 +127,57 @@ int cmd_show(const std::filesystem::path& dir, const std::string& id) {
               h.launch.dynamic_smem_bytes);
   std::printf("ptxas              %d registers, spill stores %d B, spill loads %d B, stack %d B, static smem %d B\n",
               r.registers, r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes, r.shared_bytes);
-  std::printf("cubin              %s\ncompile time       %s\ncreated            %lld (unix time)\n",
-              format_bytes(e.entry->cubin.size()).c_str(), format_ms(h.compile_ms).c_str(),
-              static_cast<long long>(h.created_unix));
+  std::printf("cubin              %s\ncompile time       %s\ncreated            %s\n",
+              format_bytes(entry.cubin.size()).c_str(), format_ms(h.compile_ms).c_str(),
+              format_unix_time(h.created_unix).c_str());
   std::printf("nvrtc log%s\n%s\n", h.nvrtc_log.empty() ? "          (empty)" : ":", h.nvrtc_log.c_str());
   return 0;
 }
 
 int cmd_stats(const std::filesystem::path& dir, bool json) {
-  const Catalog c = scan_cache(dir);
-  const cache::PersistentStats s = cache::read_stats(dir);
-  std::size_t bad = 0;
-  for (const CatalogEntry& e : c.entries) bad += e.ok() ? 0 : 1;
-  std::uint64_t qbytes = 0;
-  for (const CatalogFile& f : c.quarantined) qbytes += f.bytes;
+  const cache::CacheSummary s = cache::summarize(dir);
   if (json) {
-    Json j;
+    Json j = Json::parse(s.to_json());
     j["cache_dir"] = dir.string();
-    j["entries"] = c.entries.size();
-    j["bad_entries"] = bad;
-    j["entry_bytes"] = c.entry_bytes();
-    j["total_bytes"] = c.total_bytes();
-    j["quarantined_files"] = c.quarantined.size();
-    j["quarantined_bytes"] = qbytes;
-    j["recorded"] = Json::parse(s.to_json());
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("cache dir          %s%s\n", dir.c_str(), c.exists ? "" : " (does not exist)");
-  std::printf("entries            %zu (%s)%s\n", c.entries.size(), format_bytes(c.entry_bytes()).c_str(),
-              bad ? (", " + std::to_string(bad) + " bad: run moejit-cache verify").c_str() : "");
-  std::printf("quarantined        %zu files (%s) now, %llu moved aside in total\n", c.quarantined.size(),
-              format_bytes(qbytes).c_str(), static_cast<unsigned long long>(s.quarantined));
-  std::printf("total on disk      %s\n", format_bytes(c.total_bytes()).c_str());
+  const cache::PersistentStats& p = s.recorded;
+  std::error_code ec;
+  std::printf("cache dir          %s%s\n", dir.c_str(), std::filesystem::exists(dir, ec) ? "" : " (does not exist)");
+  std::printf("entries            %zu (%s)\n", s.entries, format_bytes(s.entry_bytes).c_str());
+  std::printf("quarantined        %zu files (%s) now, %llu moved aside in total\n", s.quarantined_files,
+              format_bytes(s.quarantine_bytes).c_str(), static_cast<unsigned long long>(p.quarantined));
   std::printf("recorded           %llu disk hits, %llu disk misses, %llu compiles (%s), %llu compile failures\n",
-              static_cast<unsigned long long>(s.disk_hits), static_cast<unsigned long long>(s.disk_misses),
-              static_cast<unsigned long long>(s.compiles), format_ms(s.compile_ms_total).c_str(),
-              static_cast<unsigned long long>(s.compile_failures));
+              static_cast<unsigned long long>(p.disk_hits), static_cast<unsigned long long>(p.disk_misses),
+              static_cast<unsigned long long>(p.compiles), format_ms(p.compile_ms_total).c_str(),
+              static_cast<unsigned long long>(p.compile_failures));
   std::printf("                   %llu misses after seal, %llu publish failures\n",
-              static_cast<unsigned long long>(s.misses_after_seal), static_cast<unsigned long long>(s.publish_failures));
+              static_cast<unsigned long long>(p.misses_after_seal), static_cast<unsigned long long>(p.publish_failures));
   return 0;
 }
 
-int cmd_verify(const std::filesystem::path& dir, bool json) {
-  const Catalog c = scan_cache(dir);
-  std::size_t bad = 0;
-  for (const CatalogEntry& e : c.entries) bad += e.ok() ? 0 : 1;
-  const std::size_t problems = bad + c.foreign.size() + c.temp_files.size() + c.orphans.size();
+int cmd_verify(const std::filesystem::path& dir, bool json, bool repair) {
+  const cache::VerifyReport r =
+      cache::verify_all(dir, repair ? cache::VerifyAction::repair : cache::VerifyAction::report);
   if (json) {
     Json j;
     j["cache_dir"] = dir.string();
-    j["entries"] = c.entries.size();
-    j["bad"] = Json::array();
-    for (const CatalogEntry& e : c.entries)
-      if (!e.ok()) j["bad"].push_back({{"path", e.path.string()}, {"problem", e.problem}});
-    auto files = [](const std::vector<CatalogFile>& v) {
-      Json a = Json::array();
-      for (const CatalogFile& f : v) a.push_back({{"path", f.path.string()}, {"note", f.note}});
-      return a;
-    };
-    j["foreign"] = files(c.foreign);
-    j["temp_files"] = files(c.temp_files);
-    j["orphans"] = files(c.orphans);
-    j["ok"] = problems == 0;
+    j["entries_ok"] = r.entries_ok;
+    j["problems"] = Json::array();
+    for (const cache::Problem& p : r.problems)
+      j["problems"].push_back({{"path", p.path.string()}, {"kind", std::string(to_string(p.kind))}, {"message", p.message}});
+    j["ok"] = r.clean();
     std::printf("%s\n", j.dump(2).c_str());
-    return problems ? static_cast<int>(ExitCode::failed) : 0;
+  } else {
+    for (const cache::Problem& p : r.problems)
+      std::printf("%s: %s: %s\n", std::string(to_string(p.kind)).c_str(), p.path.c_str(), p.message.c_str());
+    std::printf("%s: %zu entries ok, %zu problems\n", dir.c_str(), r.entries_ok, r.problems.size());
+    if (!r.clean() && !repair)
+      std::printf("a corrupt entry is quarantined and recompiled on its next use; "
+                  "moejit-cache verify --repair moves the problems aside now\n");
   }
-  for (const CatalogEntry& e : c.entries)
-    if (!e.ok()) std::printf("bad entry: %s: %s\n", e.path.c_str(), e.problem.c_str());
-  print_files("foreign file", c.foreign);
-  print_files("leftover temp file", c.temp_files);
-  print_files("orphan file", c.orphans);
-  std::printf("%zu entries checked in %s: %zu good, %zu bad; %zu other problems\n", c.entries.size(), dir.c_str(),
-              c.entries.size() - bad, bad, problems - bad);
-  if (bad) std::printf("bad entries are moved to quarantine and recompiled on their next use\n");
-  return problems ? static_cast<int>(ExitCode::failed) : 0;
+  return r.clean() ? 0 : static_cast<int>(ExitCode::failed);
 }
 
 }  // namespace moejit::tools

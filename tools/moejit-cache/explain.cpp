@@ -1,4 +1,5 @@
 // explain KEY: would this key hit the cache, and if not, why not.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -6,7 +7,7 @@
 #include <vector>
 
 #include "cache/content_address.hpp"
-#include "catalog.hpp"
+#include "cache/cache_admin.hpp"
 #include "codegen/kernel_source.hpp"
 #include "commands.hpp"
 #include "compiler/nvrtc_compiler.hpp"
@@ -78,7 +79,7 @@ int cmd_explain(const std::filesystem::path& dir, const std::string& key_text) {
   const SpecKey key = parse_key(key_text);  // InvalidArgument: exit code 2
   validate(key);
   const KernelSource src = codegen::generate(key);  // InvalidArgument: the kernels cannot implement it
-  const Catalog c = scan_cache(dir);
+  const std::vector<cache::EntryInfo> entries = cache::list_entries(dir);
 
   std::optional<cache::AddressPayload> payload;
   std::string no_nvrtc;
@@ -90,21 +91,23 @@ int cmd_explain(const std::filesystem::path& dir, const std::string& key_text) {
     no_nvrtc = one_line(e);
   }
 
-  const CatalogEntry* exact = nullptr;
   if (payload) {
-    const std::string id = payload->address().hex();
-    for (const CatalogEntry& e : c.entries)
-      if (e.id == id) exact = &e;
-    if (exact && exact->ok()) {
-      std::printf("hit: entry %s\n  path: %s\n", exact->id.c_str(), exact->path.c_str());
-      if (exact->entry->header.key_text != key.to_text())
-        std::printf("  shared with the key that compiled it: %s\n", exact->entry->header.key_text.c_str());
-      return 0;
-    }
-    if (exact) {
-      std::printf("miss: entry %s for this key is bad: %s\n  (the runtime moves it to quarantine and recompiles)\n",
-                  exact->id.c_str(), exact->problem.c_str());
-      return static_cast<int>(ExitCode::failed);
+    const Hash128 address = payload->address();
+    const std::string id = address.hex();
+    const bool present = std::any_of(entries.begin(), entries.end(),
+                                     [&](const cache::EntryInfo& e) { return e.address == address; });
+    if (present) {
+      try {
+        const cache::Entry entry = cache::read_entry(dir, id);  // verifies everything a load checks
+        std::printf("hit: entry %s\n", id.c_str());
+        if (entry.header.key_text != key.to_text())
+          std::printf("  shared with the key that compiled it: %s\n", entry.header.key_text.c_str());
+        return 0;
+      } catch (const Error& e) {
+        std::printf("miss: entry %s for this key is bad: %s\n  (the runtime moves it to quarantine and recompiles)\n",
+                    id.c_str(), one_line(e).c_str());
+        return static_cast<int>(ExitCode::failed);
+      }
     }
     std::printf("miss: no entry %s in %s\n", id.c_str(), dir.c_str());
   } else {
@@ -115,23 +118,23 @@ int cmd_explain(const std::filesystem::path& dir, const std::string& key_text) {
   // expression) compiled under another NVRTC / moejit version / target / option
   // list (e.g. the toolkit was upgraded).
   if (payload) {
-    for (const CatalogEntry& e : c.entries) {
-      if (!e.ok()) continue;
-      const cache::AddressPayload& p = e.entry->header.payload;
+    for (const cache::EntryInfo& e : entries) {
+      if (!e.header) continue;
+      const cache::AddressPayload& p = e.header->payload;
       if (!(p.source_hash == payload->source_hash) || p.name_expression != payload->name_expression) continue;
       std::printf("  entry %s holds the same kernel, compiled with different settings (this key -> entry):\n",
-                  e.id.c_str());
+                  e.address.hex().c_str());
       print_indented(payload_diff(*payload, p));
       return static_cast<int>(ExitCode::failed);
     }
   }
-  const CatalogEntry* nearest = nullptr;
+  const cache::EntryInfo* nearest = nullptr;
   std::optional<SpecKey> nearest_key;
   double best = 1e300;
-  for (const CatalogEntry& e : c.entries) {
-    if (!e.ok()) continue;
+  for (const cache::EntryInfo& e : entries) {
+    if (!e.header) continue;
     try {
-      const SpecKey k = parse_key(e.entry->header.key_text);
+      const SpecKey k = parse_key(e.header->key_text);
       const double d = key_distance(key, k);
       if (d < best) {
         best = d;
@@ -146,12 +149,12 @@ int cmd_explain(const std::filesystem::path& dir, const std::string& key_text) {
     std::printf("  the cache has no entry to compare with\n");
     return static_cast<int>(ExitCode::failed);
   }
-  std::printf("  nearest entry %s was compiled for\n    %s\n", nearest->id.c_str(),
-              nearest->entry->header.key_text.c_str());
+  std::printf("  nearest entry %s was compiled for\n    %s\n", nearest->address.hex().c_str(),
+              nearest->header->key_text.c_str());
   if (key_diff(key, *nearest_key).empty()) {
     // Same key, different address: the generated source or the compiler changed.
     std::printf("  same key; its content address differs in (this key -> entry):\n");
-    if (payload) print_indented(payload_diff(*payload, nearest->entry->header.payload));
+    if (payload) print_indented(payload_diff(*payload, nearest->header->payload));
   } else {
     std::printf("  fields that differ (this key -> entry's key):\n");
     print_indented(key_diff(key, *nearest_key));

@@ -33,21 +33,21 @@ int run(int argc, char** argv) {
     s->add_option("--cache-dir", cache_dir, dir_help)->option_text("DIR");
     return s;
   };
-  bool json = false, yes = false, dry_run = false;
+  bool json = false, yes = false, repair = false;
   std::string id, key, max_size, older_than;
   CLI::App* ls = sub("ls", "list entries: id, size, target, registers, spills, last use, key");
   ls->add_flag("--json", json, "one JSON array instead of the table");
-  CLI::App* show = sub("show", "everything about one entry (id or a unique prefix of >= 4 hex digits)");
+  CLI::App* show = sub("show", "everything about one entry (its id or a unique prefix of it)");
   show->add_option("ID", id, "entry id")->required();
   CLI::App* stats = sub("stats", "entries, bytes, recorded hits / misses / compiles, quarantined");
   stats->add_flag("--json", json, "one JSON object instead of the table");
   CLI::App* verify = sub("verify", "check every entry; exit 1 if any is bad (each problem listed)");
   verify->add_flag("--json", json, "one JSON object instead of the listing");
-  CLI::App* prune = sub("prune", "remove unused entries by age and/or total size (least recently used first)");
+  verify->add_flag("--repair", repair, "move corrupt entries and foreign files to quarantine/, remove temp debris");
+  CLI::App* prune = sub("prune", "remove entries by age and/or total size, least recently used first (default limit: $MOEJIT_CACHE_MAX_BYTES)");
   prune->add_option("--max-size", max_size, "keep at most this many bytes (K/M/G/T suffixes)")->option_text("BYTES");
   prune->add_option("--older-than", older_than, "remove entries unused for longer (90s, 30m, 12h, 7d, 2w)")
       ->option_text("DURATION");
-  prune->add_flag("-n,--dry-run", dry_run, "only print what would be removed");
   CLI::App* clear = sub("clear", "remove every entry, the quarantine and the statistics");
   clear->add_flag("-y,--yes", yes, "do not ask");
   CLI::App* explain = sub("explain", "would this key (canonical text, see moejit-prewarm --list-keys) hit the cache?");
@@ -65,13 +65,13 @@ int run(int argc, char** argv) {
   if (ls->parsed()) return cmd_ls(dir, json);
   if (show->parsed()) return cmd_show(dir, id);
   if (stats->parsed()) return cmd_stats(dir, json);
-  if (verify->parsed()) return cmd_verify(dir, json);
+  if (verify->parsed()) return cmd_verify(dir, json, repair);
   if (prune->parsed()) {
     std::optional<std::uint64_t> size;
     std::optional<std::chrono::seconds> age;
     if (!max_size.empty()) size = parse_byte_size(max_size, "--max-size");
     if (!older_than.empty()) age = parse_duration(older_than, "--older-than");
-    return cmd_prune(dir, size, age, dry_run);
+    return cmd_prune(dir, size, age);
   }
   if (clear->parsed()) return cmd_clear(dir, yes);
   if (explain->parsed()) return cmd_explain(dir, key);
