@@ -26,7 +26,7 @@ tool() {  # the tools live in build/tools/<name>/<name> or build/tools/<name>
 
 echo "== prewarm gpt-oss-120b, max $MAX_NUM_TOKENS tokens, cache $MOEJIT_CACHE_DIR"
 "$(tool moejit-prewarm)" --model gpt-oss-120b --max-num-tokens "$MAX_NUM_TOKENS" -j "$JOBS" \
-  --json "$MOEJIT_CACHE_DIR/prewarm-report.json"
+  --json "$BUILD_DIR/prewarm-report.json"
 echo "== the same again (every kernel from the disk cache)"
 "$(tool moejit-prewarm)" --model gpt-oss-120b --max-num-tokens "$MAX_NUM_TOKENS" -j "$JOBS" --seal-check
 echo "== cache"
@@ -41,7 +41,7 @@ if have_gpu; then
   RUN="$(tool moejit-run)"
   if [ -x "$RUN" ]; then
     echo "== kernel demo on the GPU"
-    "$RUN"
+    "$RUN" --model gpt-oss-120b --cache-dir "$MOEJIT_CACHE_DIR"
   else
     echo "== no kernel demo binary ($RUN) in this build"
   fi

@@ -18,5 +18,9 @@ cmake -S . -B "$BUILD_DIR" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$BUILD_DIR" -j "$JOBS"
 # Why a private cache directory: the tests must neither read nor pollute the
 # user's ~/.cache/moejit.
-export MOEJIT_CACHE_DIR="${MOEJIT_CACHE_DIR:-$(mktemp -d -t moejit-test-cache.XXXXXX)}"
+if [ -z "${MOEJIT_CACHE_DIR:-}" ]; then
+  MOEJIT_CACHE_DIR="$(mktemp -d -t moejit-test-cache.XXXXXX)"
+  trap 'rm -rf "$MOEJIT_CACHE_DIR"' EXIT
+fi
+export MOEJIT_CACHE_DIR
 ctest --test-dir "$BUILD_DIR" --output-on-failure
