@@ -70,6 +70,43 @@ __device__ __forceinline__ void e2m1x4_to_bf16x2x2(u32 x, u32& out0, u32& out1) 
   out1 = v1 | ((x << 4) & 0x8000u) | ((x << 16) & 0x80000000u);
 }
 
+// Eight e2m1 codes of one 32-bit word (element i in bits [4i, 4i+4)) -> four
+// bf16x2 words, each holding the pair {e_i, e_{i+4}} (low half first), scaled
+// by 2^-126: the sign goes to bit 15/31, the three magnitude bits to the bf16
+// exponent/mantissa bits 8..6, so code m reads as its e2m1 value times 2^-126
+// (code 1, the e2m1 subnormal 0.5, becomes the bf16 subnormal 2^-127). Exact;
+// the 2^126 comes back in the scale multiply. Why pairs {i, i+4}: for each pair
+// the sign and the magnitude move by one shift each, 15 instructions per 8
+// values instead of 30 with byte permutes.
+__device__ __forceinline__ void e2m1x8_to_bf16x2x4_scaled(u32 w, u32 (&p)[4]) {
+  p[0] = ((w << 12) & 0x80008000u) | ((w << 6) & 0x01C001C0u);
+  p[1] = ((w << 8) & 0x80008000u) | ((w << 2) & 0x01C001C0u);
+  p[2] = ((w << 4) & 0x80008000u) | ((w >> 2) & 0x01C001C0u);
+  p[3] = (w & 0x80008000u) | ((w >> 6) & 0x01C001C0u);
+}
+
+// E8M0 byte s -> the bf16x2 factors that turn e2m1x8_to_bf16x2x4_scaled's output
+// into value * 2^(s-127): f1 = 2^(min(s,128)-1) always (a normal bf16; s = 0, the
+// 2^-127 code, gives 2^-1), f2 = 2^(s-128) only when s > 128 (f2_needed);
+// s = 0xFF (NaN) yields f2 = NaN.
+__device__ __forceinline__ void e8m0_to_e2m1_factors(u32 s, u32& f1, u32& f2, bool& f2_needed) {
+  const u32 a = s > 128u ? 128u : s;
+  const u32 e1 = (a + 126u) << 7;  // bf16 bits of 2^(a-1)
+  f1 = e1 | (e1 << 16);
+  f2_needed = s > 128u;
+  const u32 e2 = s == 0xFFu ? 0x7FC0u : ((s - 1u) << 7);  // 2^(s-128)
+  f2 = e2 | (e2 << 16);
+}
+
+__device__ __forceinline__ void lds128(u32 addr, u32& a, u32& b, u32& c, u32& d) {
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "r"(addr));
+}
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
 // ---- async copies, shared memory, MMA ----------------------------------------
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   return (u32)__cvta_generic_to_shared(p);
@@ -77,6 +114,10 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
 // 16-byte global -> shared copy; src_bytes < 16 zero-fills the rest (0 = all zeros).
 __device__ __forceinline__ void cp_async_16(u32 dst, const void* src, u32 src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+// 4-byte global -> shared copy (both addresses 4-byte aligned).
+__device__ __forceinline__ void cp_async_4(u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>

@@ -15,7 +15,13 @@
 //   STAGES           : cp.async pipeline depth (shared memory ring of k-slices)
 //   BK               : 64 (fixed): one k-slice; K % 32 == 0 is required, a partial
 //                      last slice (K % 64 == 32) is zero-filled when K_TAIL.
-// Shared memory per stage: A BM*128 B, B BN*128 B (bf16) or BN*32 B + BN*2 B (MXFP4).
+// Shared memory: STAGES * (A BM*128 B + B BN*128 B (bf16) or BN*32 B (MXFP4)), plus for
+// MXFP4 all E8M0 scales of the CTA's BN weight rows, BN * scale_row_pitch(K) bytes.
+//
+// Why the scales are loaded once per tile: 2 bytes per row per k-slice are too
+// small and too unaligned (K/32 bytes per row) for a pipelined cp.async, and a
+// plain load per slice stalls every iteration for a whole memory latency. One
+// 4-byte cp.async sweep over each row's aligned span at the start costs one latency.
 //
 // Why a permuted K order: within a 64-wide k-slice, lane q (= lane % 4) of the
 // MMA owns k in [16q, 16q + 16) for all four k16 steps (step s uses
@@ -50,8 +56,10 @@ struct GroupedGemmParams {
   float act_alpha, act_limit;
 };
 
-template <int QUANT>
-struct GemmStageBytes;
+// Bytes per weight row in the shared scale table: the row's K/32 scales plus up
+// to 3 bytes of alignment slack in front, rounded up to 4. The host computes the
+// same (src/ops/grouped_gemm_config.cpp).
+__host__ __device__ __forceinline__ int scale_row_pitch(int K) { return ((K / 32 + 3) + 3) & ~3; }
 
 template <int WARPS_M, int WARPS_N, int MI, int NI, int STAGES, int QUANT>
 struct GroupedGemmTraits {
@@ -61,9 +69,7 @@ struct GroupedGemmTraits {
   static constexpr int kBK = 64;
   static constexpr int kABytes = kBM * kBK * 2;
   static constexpr int kBBytes = QUANT == kQuantMxfp4 ? kBN * kBK / 2 : kBN * kBK * 2;
-  static constexpr int kSBytes = QUANT == kQuantMxfp4 ? kBN * (kBK / 32) : 0;
-  static constexpr int kStageBytes = kABytes + kBBytes + ((kSBytes + 15) / 16) * 16;
-  static constexpr int kSmemBytes = STAGES * kStageBytes;
+  static constexpr int kStageBytes = kABytes + kBBytes;
 };
 
 // Logical output column -> physical weight row. silu_gated weights hold gate
@@ -85,8 +91,6 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
   constexpr int A_ITERS = BM * 8 / THREADS;
   constexpr int B_CHUNKS = QUANT == kQuantMxfp4 ? BN * 2 : BN * 8;
   constexpr int B_ITERS = (B_CHUNKS + THREADS - 1) / THREADS;
-  constexpr int S_BYTES = Tr::kSBytes;
-  constexpr int S_ITERS = (S_BYTES + THREADS - 1) / THREADS;
 
   const int tile = blockIdx.y;
   if (tile >= *p.num_tiles) return;
@@ -155,33 +159,29 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
       }
     }
   };
-  // E8M0 scales: 2 bytes per weight row per slice, not 4-byte aligned, so they
-  // travel through registers: loaded one iteration ahead, stored after compute.
-  u32 s_reg[S_ITERS > 0 ? S_ITERS : 1];
-  auto load_scales = [&](int kt) {
-    if (QUANT != kQuantMxfp4) return;
-#pragma unroll
-    for (int i = 0; i < S_ITERS; ++i) {
-      const int idx = tid + i * THREADS;
-      s_reg[i] = 0;
-      if (idx < S_BYTES) {
-        const int row = idx >> 1, j = idx & 1;
-        const int n = n0 + row;
-        const int kb = kt * 2 + j;
-        if (n < N && kb < s_row_bytes)
-          s_reg[i] = __ldg(s_expert + (i64)physical_row<ACT>(n, N) * s_row_bytes + kb);
-      }
+  // MXFP4: the E8M0 scales of this CTA's BN weight rows, all of K, into shared
+  // memory behind the pipeline ring (see the note at the top of the file).
+  const int s_pitch = scale_row_pitch(K);
+  const u32 s_table = smem_base + STAGES * Tr::kStageBytes;
+  if (QUANT == kQuantMxfp4) {
+    for (int row = warp; row < BN; row += THREADS / 32) {
+      const int n = n0 + row;
+      if (n >= N) continue;
+      const i64 start = (i64)physical_row<ACT>(n, N) * s_row_bytes;
+      const i64 astart = start & ~(i64)3;
+      const int chunks = (int)(((start + s_row_bytes + 3) & ~(i64)3) - astart) / 4;
+      for (int c = lane; c < chunks; c += 32)
+        cp_async_4(s_table + row * s_pitch + c * 4, s_expert + astart + c * 4);
     }
-  };
-  auto store_scales = [&](int slot) {
-    if (QUANT != kQuantMxfp4) return;
-    u8* ss = smem + slot * Tr::kStageBytes + Tr::kABytes + Tr::kBBytes;
+  }
+  // Offset of this lane's weight rows in the scale table (alignment slack included).
+  int s_row_off[NI];
 #pragma unroll
-    for (int i = 0; i < S_ITERS; ++i) {
-      const int idx = tid + i * THREADS;
-      if (idx < S_BYTES) ss[idx] = (u8)s_reg[i];
-    }
-  };
+  for (int ni = 0; ni < NI; ++ni) {
+    const int nl = warp_n * NI * 8 + ni * 8 + g;
+    const int n = n0 + nl < N ? n0 + nl : N - 1;
+    s_row_off[ni] = nl * s_pitch + (int)(((i64)physical_row<ACT>(n, N) * s_row_bytes) & 3);
+  }
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -194,12 +194,8 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
   // Prologue: fill STAGES-1 slices.
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT) {
-      load_stage(s, s);
-      load_scales(s);
-      store_scales(s);
-    }
-    cp_async_commit();
+    if (s < KT) load_stage(s, s);
+    cp_async_commit();  // the scale sweep joins the first group
   }
 
   for (int kt = 0; kt < KT; ++kt) {
@@ -207,58 +203,101 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
     __syncthreads();
     const int next = kt + STAGES - 1;
     const int next_slot = next % STAGES;
-    if (next < KT) {
-      load_stage(next, next_slot);
-      load_scales(next);
-    }
+    if (next < KT) load_stage(next, next_slot);
     cp_async_commit();
 
     const int slot = kt % STAGES;
     const u32 sa = smem_base + slot * Tr::kStageBytes;
     const u32 sb = sa + Tr::kABytes;
-    const u32 ss = sb + Tr::kBBytes;
 
-    // MXFP4: this lane's 8 packed bytes and scale for each n8 tile of the slice.
-    u32 wq[NI][2];
-    u32 wscale[NI];
     if (QUANT == kQuantMxfp4) {
+      // MXFP4. The lane's 16 k of the slice, 16q..16q+15, are taken in the MMA
+      // slot order {0,4},{1,5} (step 0), {2,6},{3,7} (step 1), then the same
+      // on 8..15 (steps 2, 3): the pairs e2m1x8_to_bf16x2x4_scaled produces.
+      // Activations are permuted to match with byte permutes on 16-byte loads.
+      u32 wq[NI][2], f1[NI], f2[NI];
+      bool big[NI];
+      bool any_big = false;
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
         const int nl = warp_n * NI * 8 + ni * 8 + g;
         lds64(sb + nl * 32 + q * 8, wq[ni][0], wq[ni][1]);
-        const u32 sbits = e8m0_to_bf16_bits(lds8(ss + nl * 2 + (q >> 1)));
-        wscale[ni] = sbits | (sbits << 16);
-      }
-    }
-#pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      u32 af[MI][4];
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-        const int row = warp_m * MI * 16 + mi * 16 + g;
-        const int chunk = 2 * q + (s >> 1);
-        const u32 off = ((chunk ^ (row & 7)) << 4) + (s & 1) * 8;
-        lds64(sa + row * 128 + off, af[mi][0], af[mi][2]);
-        lds64(sa + (row + 8) * 128 + off, af[mi][1], af[mi][3]);
+        // K_TAIL: the missing half of the last slice has zero weights and no
+        // scale; read none (a stray 0xFF byte would turn 0 into NaN).
+        const int sj = kt * 2 + (q >> 1);
+        const u32 sbyte = (K_TAIL && sj >= s_row_bytes) ? 127u : lds8(s_table + s_row_off[ni] + sj);
+        e8m0_to_e2m1_factors(sbyte, f1[ni], f2[ni], big[ni]);
+        any_big |= big[ni];
       }
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        u32 b0, b1;
-        if (QUANT == kQuantMxfp4) {
-          const u32 x = (s < 2 ? wq[ni][0] : wq[ni][1]) >> ((s & 1) * 16);
-          e2m1x4_to_bf16x2x2(x, b0, b1);
-          b0 = mul_bf16x2(b0, wscale[ni]);
-          b1 = mul_bf16x2(b1, wscale[ni]);
-        } else {
+      for (int h = 0; h < 2; ++h) {
+        u32 ar[MI][2][4];  // [mi][row g / g+8][16 bytes]
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const int row = warp_m * MI * 16 + mi * 16 + g;
+          const u32 off = (((2 * q + h) ^ (row & 7)) << 4);
+          lds128(sa + row * 128 + off, ar[mi][0][0], ar[mi][0][1], ar[mi][0][2], ar[mi][0][3]);
+          lds128(sa + (row + 8) * 128 + off, ar[mi][1][0], ar[mi][1][1], ar[mi][1][2], ar[mi][1][3]);
+        }
+        u32 bp[NI][4];
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          e2m1x8_to_bf16x2x4_scaled(wq[ni][h], bp[ni]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) bp[ni][j] = mul_bf16x2(bp[ni][j], f1[ni]);
+        }
+        // Scales above 2 (E8M0 > 128) and NaN need a second factor; rare, so
+        // the whole warp skips it unless a lane needs it.
+        if (__any_sync(0xffffffffu, any_big)) {
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) {
+            if (big[ni]) {
+#pragma unroll
+              for (int j = 0; j < 4; ++j) bp[ni][j] = mul_bf16x2(bp[ni][j], f2[ni]);
+            }
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          u32 af[MI][4];
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi) {
+            af[mi][0] = prmt(ar[mi][0][t], ar[mi][0][t + 2], 0x5410);
+            af[mi][2] = prmt(ar[mi][0][t], ar[mi][0][t + 2], 0x7632);
+            af[mi][1] = prmt(ar[mi][1][t], ar[mi][1][t + 2], 0x5410);
+            af[mi][3] = prmt(ar[mi][1][t], ar[mi][1][t + 2], 0x7632);
+          }
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) mma_bf16_16816(acc[mi][ni], af[mi], bp[ni][2 * t], bp[ni][2 * t + 1]);
+        }
+      }
+    } else {
+      // bf16 weights: lane q's k of step s are 16q + 4s + {0..3}, the same
+      // 8 contiguous bytes in A and B.
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        u32 af[MI][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          const int row = warp_m * MI * 16 + mi * 16 + g;
+          const int chunk = 2 * q + (s >> 1);
+          const u32 off = ((chunk ^ (row & 7)) << 4) + (s & 1) * 8;
+          lds64(sa + row * 128 + off, af[mi][0], af[mi][2]);
+          lds64(sa + (row + 8) * 128 + off, af[mi][1], af[mi][3]);
+        }
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+          u32 b0, b1;
           const int nl = warp_n * NI * 8 + ni * 8 + g;
           const int chunk = 2 * q + (s >> 1);
           lds64(sb + nl * 128 + ((chunk ^ (nl & 7)) << 4) + (s & 1) * 8, b0, b1);
-        }
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) mma_bf16_16816(acc[mi][ni], af[mi], b0, b1);
+          for (int mi = 0; mi < MI; ++mi) mma_bf16_16816(acc[mi][ni], af[mi], b0, b1);
+        }
       }
     }
-    if (next < KT) store_scales(next_slot);
   }
   cp_async_wait<0>();
 

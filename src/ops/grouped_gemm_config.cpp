@@ -11,11 +11,12 @@ constexpr int kSmCount = 132;  // H200; only shapes the heuristic, never correct
 constexpr int kBK = 64;
 }  // namespace
 
-std::uint32_t GemmConfig::smem_bytes(QuantMode q) const {
-  const int a = bm() * kBK * 2;
-  const int b = q == QuantMode::w4a16_mxfp4 ? bn() * kBK / 2 : bn() * kBK * 2;
-  const int s = q == QuantMode::w4a16_mxfp4 ? ((bn() * 2 + 15) / 16) * 16 : 0;
-  return static_cast<std::uint32_t>(stages * (a + b + s));
+std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
+  const std::uint32_t a = bm() * kBK * 2;
+  const std::uint32_t b = q == QuantMode::w4a16_mxfp4 ? bn() * kBK / 2 : bn() * kBK * 2;
+  // MXFP4: the E8M0 scale table of the tile's rows (scale_row_pitch in the kernel).
+  const std::uint32_t table = q == QuantMode::w4a16_mxfp4 ? bn() * (((k / 32 + 3) + 3) & ~3u) : 0;
+  return stages * (a + b) + table;
 }
 
 std::string GemmConfig::to_string() const {
@@ -58,16 +59,19 @@ GemmConfig choose_config(const SpecKey& key) {
   // Why these steps: below ~16 rows per expert the GEMM streams weights (bytes
   // bound), so the tile is one m16 MMA high and narrow in N to fill the SMs;
   // above, taller tiles reuse each dequantized weight fragment across more rows.
-  if (avg <= 16) {
-    c.warps_m = 1, c.mi = 1;
-  } else if (avg <= 32) {
-    c.warps_m = 1, c.mi = 2;
-  } else if (avg <= 96) {
-    c.warps_m = 2, c.mi = 2;
-  } else {
-    c.warps_m = 2, c.mi = 4;
-  }
+  // One warp row (warps_m = 1): each dequantized weight fragment feeds all MI
+  // m16 tiles of the CTA, so dequantization costs 1/MI per MMA.
+  c.warps_m = 1;
   c.warps_n = 4;
+  if (avg <= 8) {
+    c.mi = 1;
+  } else if (avg <= 24) {
+    c.mi = 2;
+  } else if (avg <= 160) {
+    c.mi = 4;
+  } else {
+    c.mi = 8;
+  }
   if (c.bm() <= 32) {
     // Widest N tile that still gives >= 2 CTAs per SM over the experts hit.
     c.ni = 1;
@@ -81,8 +85,13 @@ GemmConfig choose_config(const SpecKey& key) {
     c.stages = 8;
   } else {
     c.ni = 4;
-    c.stages = 4;
+    c.stages = c.bm() >= 128 ? 3 : 4;
   }
+  // Keep within the 227 KB of shared memory a block may use on sm_90.
+  while (c.stages > 2 && c.smem_bytes(key.quant, key.k) > 227u * 1024u) --c.stages;
+  if (c.smem_bytes(key.quant, key.k) > 227u * 1024u)
+    throw InvalidArgument("key field k=" + std::to_string(key.k) + ": the scale table of a " +
+                          std::to_string(c.bn()) + "-row tile does not fit in shared memory");
   return c;
 }
 

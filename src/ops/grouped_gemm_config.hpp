@@ -16,7 +16,7 @@ struct GemmConfig {
   int bm() const { return 16 * mi * warps_m; }
   int bn() const { return 8 * ni * warps_n; }
   int threads() const { return 32 * warps_m * warps_n; }
-  std::uint32_t smem_bytes(QuantMode q) const;
+  std::uint32_t smem_bytes(QuantMode q, std::uint32_t k) const;  // dynamic shared memory, bytes
   std::string to_string() const;  // "bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=6 k_tail=0"
 };
 

@@ -54,7 +54,7 @@ KernelSource generate_grouped_gemm(const SpecKey& key) {
                        (key.out_dtype == DType::f32 ? "true" : "false") + ", " + (c.k_tail ? "true" : "false") +
                        ">";
   ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
-  ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant);
+  ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant, key.k);
   ks.config_text = c.to_string();
   return ks;
 }

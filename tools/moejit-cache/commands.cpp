@@ -1,0 +1,183 @@
+// ls, show, stats, verify: views of a cache directory over src/cache/cache_admin.hpp.
+#include "commands.hpp"
+
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "cache/cache_admin.hpp"
+#include "prewarm/tool_support.hpp"
+
+namespace moejit::tools {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string spills(const ResourceReport& r) {
+  if (r.spill_store_bytes < 0 && r.spill_load_bytes < 0) return "?";
+  return std::to_string(std::max(r.spill_store_bytes, 0)) + "/" + std::to_string(std::max(r.spill_load_bytes, 0));
+}
+
+Json header_json(const cache::EntryHeader& h) {
+  Json j;
+  j["key"] = h.key_text;
+  j["target"] = h.payload.target;
+  j["nvrtc_version"] = h.payload.nvrtc_version;
+  j["moejit_version"] = h.payload.moejit_version;
+  j["name_expression"] = h.payload.name_expression;
+  j["lowered_name"] = h.lowered_name;
+  j["registers"] = h.resources.registers;
+  j["spill_store_bytes"] = h.resources.spill_store_bytes;
+  j["spill_load_bytes"] = h.resources.spill_load_bytes;
+  j["stack_frame_bytes"] = h.resources.stack_frame_bytes;
+  j["shared_bytes"] = h.resources.shared_bytes;
+  j["block_threads"] = h.launch.block_threads;
+  j["dynamic_smem_bytes"] = h.launch.dynamic_smem_bytes;
+  j["compile_ms"] = h.compile_ms;
+  j["created_unix"] = h.created_unix;
+  return j;
+}
+
+const cache::EntryInfo* info_of(const std::vector<cache::EntryInfo>& list, const Hash128& address) {
+  for (const cache::EntryInfo& e : list)
+    if (e.address == address) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string format_unix_time(std::int64_t unix_seconds) {
+  const std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+int cmd_ls(const std::filesystem::path& dir, bool json) {
+  const std::vector<cache::EntryInfo> list = cache::list_entries(dir);
+  if (json) {
+    Json arr = Json::array();
+    for (const cache::EntryInfo& e : list) {
+      Json j;
+      j["id"] = e.address.hex();
+      j["path"] = e.path.string();
+      j["bytes"] = e.file_bytes;
+      j["cubin_bytes"] = e.cubin_bytes;
+      j["last_used_unix"] = e.last_used_unix;
+      j["ok"] = e.problem.empty();
+      if (!e.problem.empty()) j["problem"] = e.problem;
+      if (e.header) j.update(header_json(*e.header));
+      arr.push_back(std::move(j));
+    }
+    std::printf("%s\n", arr.dump(2).c_str());
+    return 0;
+  }
+  if (list.empty()) {
+    std::error_code ec;
+    std::printf("no entries in %s%s\n", dir.c_str(), std::filesystem::exists(dir, ec) ? "" : " (does not exist)");
+    return 0;
+  }
+  std::uint64_t bytes = 0;
+  std::printf("%-32s  %9s  %-7s  %4s  %-9s  %-16s  %s\n", "ID", "SIZE", "TARGET", "REGS", "SPILL", "LAST USED", "KEY");
+  for (const cache::EntryInfo& e : list) {
+    bytes += e.file_bytes;
+    if (!e.header) {
+      std::printf("%-32s  %9s  BAD: %s\n", e.address.hex().c_str(), format_bytes(e.file_bytes).c_str(),
+                  e.problem.c_str());
+      continue;
+    }
+    const cache::EntryHeader& h = *e.header;
+    std::printf("%-32s  %9s  %-7s  %4d  %-9s  %-16s  %s\n", e.address.hex().c_str(),
+                format_bytes(e.file_bytes).c_str(), h.payload.target.c_str(), h.resources.registers,
+                spills(h.resources).c_str(), format_unix_time(e.last_used_unix).c_str(), h.key_text.c_str());
+  }
+  std::printf("%zu entries, %s in %s\n", list.size(), format_bytes(bytes).c_str(), dir.c_str());
+  return 0;
+}
+
+int cmd_show(const std::filesystem::path& dir, const std::string& id) {
+  // read_entry verifies the whole entry; InvalidArgument (no / several matches)
+  // and Error (corrupt: exit code 1) reach main's one-line handler.
+  const cache::Entry entry = cache::read_entry(dir, id);
+  const cache::EntryHeader& h = entry.header;
+  const Hash128 address = h.payload.address();
+  const std::vector<cache::EntryInfo> list = cache::list_entries(dir);
+  const cache::EntryInfo* info = info_of(list, address);
+  const auto& r = h.resources;
+  std::printf("id                 %s\n", address.hex().c_str());
+  if (info) {
+    std::printf("path               %s\nsize               %s (%llu bytes)\nlast used          %s\n", info->path.c_str(),
+                format_bytes(info->file_bytes).c_str(), static_cast<unsigned long long>(info->file_bytes),
+                format_unix_time(info->last_used_unix).c_str());
+  }
+  std::printf("status             ok (checksums, header, content address verified)\n");
+  std::printf("key                %s\n", h.key_text.c_str());
+  std::printf("target             %s\nnvrtc version      %s\nmoejit version     %s\n", h.payload.target.c_str(),
+              h.payload.nvrtc_version.c_str(), h.payload.moejit_version.c_str());
+  std::printf("name expression    %s\nlowered name       %s\n", h.payload.name_expression.c_str(),
+              h.lowered_name.c_str());
+  std::printf("source             %llu bytes, xxh3-128 %s\n", static_cast<unsigned long long>(h.payload.source_bytes),
+              h.payload.source_hash.hex().c_str());
+  std::string opts;
+  for (const std::string& o : h.payload.options) opts += (opts.empty() ? "" : " ") + o;
+  std::printf("nvrtc options      %s\n", opts.c_str());
+  std::printf("launch             %u threads, %u bytes dynamic shared memory\n", h.launch.block_threads,
+              h.launch.dynamic_smem_bytes);
+  std::printf("ptxas              %d registers, spill stores %d B, spill loads %d B, stack %d B, static smem %d B\n",
+              r.registers, r.spill_store_bytes, r.spill_load_bytes, r.stack_frame_bytes, r.shared_bytes);
+  std::printf("cubin              %s\ncompile time       %s\ncreated            %s\n",
+              format_bytes(entry.cubin.size()).c_str(), format_ms(h.compile_ms).c_str(),
+              format_unix_time(h.created_unix).c_str());
+  std::printf("nvrtc log%s\n%s\n", h.nvrtc_log.empty() ? "          (empty)" : ":", h.nvrtc_log.c_str());
+  return 0;
+}
+
+int cmd_stats(const std::filesystem::path& dir, bool json) {
+  const cache::CacheSummary s = cache::summarize(dir);
+  if (json) {
+    Json j = Json::parse(s.to_json());
+    j["cache_dir"] = dir.string();
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  const cache::PersistentStats& p = s.recorded;
+  std::error_code ec;
+  std::printf("cache dir          %s%s\n", dir.c_str(), std::filesystem::exists(dir, ec) ? "" : " (does not exist)");
+  std::printf("entries            %zu (%s)\n", s.entries, format_bytes(s.entry_bytes).c_str());
+  std::printf("quarantined        %zu files (%s) now, %llu moved aside in total\n", s.quarantined_files,
+              format_bytes(s.quarantine_bytes).c_str(), static_cast<unsigned long long>(p.quarantined));
+  std::printf("recorded           %llu disk hits, %llu disk misses, %llu compiles (%s), %llu compile failures\n",
+              static_cast<unsigned long long>(p.disk_hits), static_cast<unsigned long long>(p.disk_misses),
+              static_cast<unsigned long long>(p.compiles), format_ms(p.compile_ms_total).c_str(),
+              static_cast<unsigned long long>(p.compile_failures));
+  std::printf("                   %llu misses after seal, %llu publish failures\n",
+              static_cast<unsigned long long>(p.misses_after_seal), static_cast<unsigned long long>(p.publish_failures));
+  return 0;
+}
+
+int cmd_verify(const std::filesystem::path& dir, bool json, bool repair) {
+  const cache::VerifyReport r =
+      cache::verify_all(dir, repair ? cache::VerifyAction::repair : cache::VerifyAction::report);
+  if (json) {
+    Json j;
+    j["cache_dir"] = dir.string();
+    j["entries_ok"] = r.entries_ok;
+    j["problems"] = Json::array();
+    for (const cache::Problem& p : r.problems)
+      j["problems"].push_back({{"path", p.path.string()}, {"kind", std::string(to_string(p.kind))}, {"message", p.message}});
+    j["ok"] = r.clean();
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    for (const cache::Problem& p : r.problems)
+      std::printf("%s: %s: %s\n", std::string(to_string(p.kind)).c_str(), p.path.c_str(), p.message.c_str());
+    std::printf("%s: %zu entries ok, %zu problems\n", dir.c_str(), r.entries_ok, r.problems.size());
+    if (!r.clean() && !repair)
+      std::printf("a corrupt entry is quarantined and recompiled on its next use; "
+                  "moejit-cache verify --repair moves the problems aside now\n");
+  }
+  return r.clean() ? 0 : static_cast<int>(ExitCode::failed);
+}
+
+}  // namespace moejit::tools

@@ -1,0 +1,35 @@
+#pragma once
+// The subcommands of moejit-cache. Each returns the process exit code
+// (docs/exit-codes.md) and throws UsageError / EnvironmentError for the
+// one-line errors main() prints.
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace moejit::tools {
+
+// "2026-11-29 14:03" (local time).
+std::string format_unix_time(std::int64_t unix_seconds);
+
+int cmd_ls(const std::filesystem::path& dir, bool json);
+int cmd_show(const std::filesystem::path& dir, const std::string& id);
+int cmd_stats(const std::filesystem::path& dir, bool json);
+// Exit 1 when any entry is corrupt or any foreign / leftover file is found; lists
+// each. `repair`: also quarantine them (temp debris: remove).
+int cmd_verify(const std::filesystem::path& dir, bool json, bool repair);
+// Removes entries unused for longer than `older_than` and least-recently-used
+// entries beyond `max_size` bytes; without either limit, MOEJIT_CACHE_MAX_BYTES;
+// with none of the three, UsageError.
+int cmd_prune(const std::filesystem::path& dir, std::optional<std::uint64_t> max_size,
+              std::optional<std::chrono::seconds> older_than);
+// Removes every entry, stamp, lock and quarantined file and resets the
+// statistics; never the directory itself nor files moejit did not create at its
+// top level. Without `yes`: asks on a terminal, else UsageError.
+int cmd_clear(const std::filesystem::path& dir, bool yes);
+// Would `key_text` hit? Exit 0 on a hit, 1 on a miss (with the nearest entry and
+// the fields that differ), 2 when the text does not parse.
+int cmd_explain(const std::filesystem::path& dir, const std::string& key_text);
+
+}  // namespace moejit::tools

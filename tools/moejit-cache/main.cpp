@@ -1,0 +1,95 @@
+// moejit-cache: inspect and maintain a moejit kernel cache directory.
+//
+//   moejit-cache ls [--json]            moejit-cache verify
+//   moejit-cache show ID                moejit-cache prune --max-size 2G --older-than 7d
+//   moejit-cache stats [--json]         moejit-cache clear --yes
+//   moejit-cache explain KEY            (every subcommand: --cache-dir DIR)
+//
+// Exit codes (docs/exit-codes.md): 0 ok, 1 bad entries found / key would miss,
+// 2 bad arguments, 3 environment (cache directory unusable).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "commands.hpp"
+#include "prewarm/tool_support.hpp"
+#include "util/env.hpp"
+
+namespace moejit::tools {
+namespace {
+
+constexpr const char* kTool = "moejit-cache";
+
+int run(int argc, char** argv) {
+  CLI::App app{"Inspect and maintain a moejit kernel cache directory (moejit " MOEJIT_VERSION ")", kTool};
+  app.set_version_flag("--version", MOEJIT_VERSION);
+  app.require_subcommand(1);
+  std::string cache_dir;
+  const std::string dir_help = "cache directory (default: $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit)";
+  app.add_option("--cache-dir", cache_dir, dir_help)->option_text("DIR");
+  auto sub = [&](const char* name, const char* help) {
+    CLI::App* s = app.add_subcommand(name, help);
+    s->add_option("--cache-dir", cache_dir, dir_help)->option_text("DIR");
+    return s;
+  };
+  bool json = false, yes = false, repair = false;
+  std::string id, key, max_size, older_than;
+  CLI::App* ls = sub("ls", "list entries: id, size, target, registers, spills, last use, key");
+  ls->add_flag("--json", json, "one JSON array instead of the table");
+  CLI::App* show = sub("show", "everything about one entry (its id or a unique prefix of it)");
+  show->add_option("ID", id, "entry id")->required();
+  CLI::App* stats = sub("stats", "entries, bytes, recorded hits / misses / compiles, quarantined");
+  stats->add_flag("--json", json, "one JSON object instead of the table");
+  CLI::App* verify = sub("verify", "check every entry; exit 1 if any is bad (each problem listed)");
+  verify->add_flag("--json", json, "one JSON object instead of the listing");
+  verify->add_flag("--repair", repair, "move corrupt entries and foreign files to quarantine/, remove temp debris");
+  CLI::App* prune = sub("prune", "remove entries by age and/or total size, least recently used first (default limit: $MOEJIT_CACHE_MAX_BYTES)");
+  prune->add_option("--max-size", max_size, "keep at most this many bytes (K/M/G/T suffixes)")->option_text("BYTES");
+  prune->add_option("--older-than", older_than, "remove entries unused for longer (90s, 30m, 12h, 7d, 2w)")
+      ->option_text("DURATION");
+  CLI::App* clear = sub("clear", "remove every entry, the quarantine and the statistics");
+  clear->add_flag("-y,--yes", yes, "do not ask");
+  CLI::App* explain = sub("explain", "would this key (canonical text, see moejit-prewarm --list-keys) hit the cache?");
+  explain->add_option("KEY", key, "the key's canonical text (quote it)")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+
+  const std::filesystem::path dir = cache_dir.empty() ? util::env::cache_dir() : std::filesystem::path(cache_dir);
+  if (ls->parsed()) return cmd_ls(dir, json);
+  if (show->parsed()) return cmd_show(dir, id);
+  if (stats->parsed()) return cmd_stats(dir, json);
+  if (verify->parsed()) return cmd_verify(dir, json, repair);
+  if (prune->parsed()) {
+    std::optional<std::uint64_t> size;
+    std::optional<std::chrono::seconds> age;
+    if (!max_size.empty()) size = parse_byte_size(max_size, "--max-size");
+    if (!older_than.empty()) age = parse_duration(older_than, "--older-than");
+    return cmd_prune(dir, size, age);
+  }
+  if (clear->parsed()) return cmd_clear(dir, yes);
+  if (explain->parsed()) return cmd_explain(dir, key);
+  throw UsageError("no subcommand given (ls, show, stats, verify, prune, clear, explain)");
+}
+
+}  // namespace
+}  // namespace moejit::tools
+
+int main(int argc, char** argv) {
+  using namespace moejit::tools;
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kTool, one_line(e).c_str());
+    return static_cast<int>(exit_code_for(e));
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unknown exception\n", kTool);
+    return static_cast<int>(ExitCode::failed);
+  }
+}

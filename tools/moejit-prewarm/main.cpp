@@ -1,0 +1,199 @@
+// moejit-prewarm: compile, before traffic, every kernel a model can launch.
+//
+//   moejit-prewarm --model gpt-oss-120b --max-num-tokens 20000 -j2 --json report.json
+//
+// Exit codes (docs/exit-codes.md): 0 ok, 1 some kernels failed (or the seal
+// check found misses), 2 bad arguments / bad input file, 3 environment (NVRTC
+// missing, cache directory unusable). Errors are one line on stderr.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "arch.hpp"
+#include "moejit/error.hpp"
+#include "moejit/prewarm.hpp"
+#include "moejit/runtime.hpp"
+#include "plan_input.hpp"
+#include "prewarm/tool_support.hpp"
+#include "progress.hpp"
+#include "summary.hpp"
+#include "util/env.hpp"
+
+namespace moejit::tools {
+namespace {
+
+constexpr const char* kTool = "moejit-prewarm";
+
+struct Args {
+  std::string hf_config, model, arch, quant, json_path;
+  std::filesystem::path cache_dir;
+  long long max_num_tokens = 8192;
+  int tp = 1, ep = 1, jobs = 0;
+  bool list_keys = false, seal_check = false, load = false;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw UsageError("--json: cannot open '" + path + "' for writing");
+  f << text;
+  if (!f.flush()) throw UsageError("--json: cannot write '" + path + "'");
+}
+
+PlanRequest to_request(const Args& a) {
+  if (a.hf_config.empty() == a.model.empty())
+    throw UsageError("give exactly one of --hf-config PATH or --model NAME");
+  if (a.max_num_tokens < 1)
+    throw UsageError("--max-num-tokens must be >= 1 (got " + std::to_string(a.max_num_tokens) + ")");
+  if (a.tp < 1) throw UsageError("--tp must be >= 1 (got " + std::to_string(a.tp) + ")");
+  if (a.ep < 1) throw UsageError("--ep must be >= 1 (got " + std::to_string(a.ep) + ")");
+  PlanRequest r;
+  if (!a.hf_config.empty()) r.hf_config = a.hf_config;
+  if (!a.model.empty()) r.model = a.model;
+  r.tp = a.tp;
+  r.ep = a.ep;
+  if (!a.quant.empty()) r.quant = parse_quant_mode(a.quant);
+  r.max_num_tokens = static_cast<std::uint64_t>(a.max_num_tokens);
+  r.target = a.arch.empty() ? default_target() : parse_target(a.arch);
+  return r;
+}
+
+// Re-requests every key that prewarm produced from the sealed runtime: each
+// must come from memory (no disk read, no compile, no miss after seal).
+SealCheckResult seal_check(Runtime& runtime, const std::vector<SpecKey>& keys, const PrewarmReport& report) {
+  std::vector<std::string> failed;
+  for (const PrewarmFailure& f : report.failures) failed.push_back(f.key_text);
+  std::sort(failed.begin(), failed.end());
+  runtime.seal();
+  SealCheckResult r;
+  const RuntimeStats before = runtime.stats();
+  for (const SpecKey& key : keys) {
+    if (std::binary_search(failed.begin(), failed.end(), key.to_text())) continue;
+    ++r.keys;
+    try {
+      if (runtime.lookup_compiled(key).origin != CompiledKernel::Origin::memory) ++r.misses;
+    } catch (const std::exception&) {
+      ++r.misses;
+    }
+  }
+  const RuntimeStats after = runtime.stats();
+  const std::uint64_t counted = (after.misses_after_seal - before.misses_after_seal);
+  if (counted > r.misses) r.misses = counted;
+  return r;
+}
+
+int run(int argc, char** argv) {
+  Args a;
+  CLI::App app{"Compile, before traffic, every MoE kernel a model can launch (moejit " MOEJIT_VERSION ")",
+               kTool};
+  app.set_version_flag("--version", MOEJIT_VERSION);
+  std::string models;
+  for (const std::string& m : embedded_model_names()) models += (models.empty() ? "" : ", ") + m;
+  auto* hf = app.add_option("--hf-config", a.hf_config, "Hugging Face config.json of the model")->option_text("PATH");
+  auto* model = app.add_option("--model", a.model, "embedded model config: " + models)->option_text("NAME");
+  hf->excludes(model);
+  app.add_option("--max-num-tokens", a.max_num_tokens, "per-step token budget of the server (>= 1)")
+      ->option_text("N [8192]");
+  app.add_option("--arch", a.arch, "target, e.g. sm_90a (default: GPU 0's, else sm_90a)")->option_text("ARCH");
+  app.add_option("--tp", a.tp, "tensor-parallel size (divides the expert intermediate size)")->option_text("N [1]");
+  app.add_option("--ep", a.ep, "expert-parallel size (divides the experts)")->option_text("N [1]");
+  app.add_option("--quant", a.quant, "quant mode override: bf16, w4a16_mxfp4, mxfp8, fp8_per_token")->option_text("MODE");
+  app.add_option("--cache-dir", a.cache_dir, "cache directory (default: $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit)")->option_text("DIR");
+  app.add_option("-j,--jobs", a.jobs, "compile threads (0: one per core)")->option_text("N [0]");
+  app.add_option("--json", a.json_path, "write the report as JSON to PATH ('-': stdout)")->option_text("PATH");
+  app.add_flag("--list-keys", a.list_keys, "print every specialization key (canonical text) and exit");
+  app.add_flag("--seal-check", a.seal_check, "after prewarm, seal and re-request every key: zero misses or exit 1");
+  app.add_flag("--load", a.load, "also load every kernel on GPU 0 (needs a GPU)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  if (a.jobs < 0) throw UsageError("-j must be >= 0 (got " + std::to_string(a.jobs) + ")");
+
+  const PlanRequest request = to_request(a);
+  const PrewarmPlan plan = load_plan(request);
+  const std::vector<SpecKey> keys = enumerate_keys(plan);
+  if (a.list_keys) {
+    std::string out;
+    for (const SpecKey& k : keys) out += k.to_text() + "\n";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+  }
+  if (a.load && !have_gpu()) throw EnvironmentError("--load needs a GPU, and none is usable on this machine");
+
+  // Why check before constructing the Runtime: it would degrade to memory-only
+  // with a warning, and a prewarm that persists nothing is useless.
+  RuntimeOptions ropts;
+  ropts.cache_dir = a.cache_dir.empty() ? util::env::cache_dir() : a.cache_dir;
+  check_cache_dir_usable(ropts.cache_dir);
+  Runtime runtime(ropts);
+
+  PrewarmOptions popts;
+  popts.jobs = a.jobs;
+  popts.load_on_gpu = a.load;
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  ProgressBar bar(stderr);
+  if (tty) popts.on_progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
+  const PrewarmReport report = prewarm(runtime, plan, popts);
+  if (tty) bar.finish();
+
+  RunContext ctx;
+  ctx.plan = &plan;
+  ctx.plan_source = describe(request);
+  ctx.tp = a.tp;
+  ctx.ep = a.ep;
+  ctx.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ctx.cache_dir = runtime.cache_dir();
+  if (a.seal_check) ctx.seal_check = seal_check(runtime, keys, report);
+
+  // With --json -, stdout carries the JSON only and the table goes to stderr.
+  print_summary(a.json_path == "-" ? stderr : stdout, report, ctx);
+  if (!a.json_path.empty()) write_file(a.json_path, summary_json(report, ctx));
+
+  for (const PrewarmFailure& f : report.failures) {
+    if (f.kind == PrewarmFailureKind::driver) {
+      std::fprintf(stderr, "%s: error: %s (%zu of %zu kernels not built)\n", kTool,
+                   f.message.substr(0, f.message.find('\n')).c_str(), report.failed, report.distinct_kernels);
+      return static_cast<int>(ExitCode::environment);
+    }
+  }
+  if (report.failed > 0 || !report.failures.empty()) {
+    std::fprintf(stderr, "%s: error: %zu of %zu kernels failed (listed above)\n", kTool,
+                 report.failed + report.load_failed, report.distinct_kernels);
+    return static_cast<int>(ExitCode::failed);
+  }
+  if (ctx.seal_check && ctx.seal_check->misses > 0) {
+    std::fprintf(stderr, "%s: error: seal check: %zu of %zu keys missed after seal()\n", kTool,
+                 ctx.seal_check->misses, ctx.seal_check->keys);
+    return static_cast<int>(ExitCode::failed);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace moejit::tools
+
+int main(int argc, char** argv) {
+  using namespace moejit::tools;
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", kTool, one_line(e).c_str());
+    return static_cast<int>(exit_code_for(e));
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unknown exception\n", kTool);
+    return static_cast<int>(ExitCode::failed);
+  }
+}

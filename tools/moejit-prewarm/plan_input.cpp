@@ -1,0 +1,43 @@
+#include "plan_input.hpp"
+
+#include <system_error>
+
+#include "moejit/error.hpp"
+#include "moejit/model.hpp"
+#include "prewarm/tool_support.hpp"
+
+namespace moejit::tools {
+
+std::vector<std::string> embedded_model_names() { return ::moejit::embedded_model_names(); }
+
+PrewarmPlan load_plan(const PlanRequest& request) {
+  ModelSpec spec;
+  if (request.hf_config) {
+    namespace fs = std::filesystem;
+    const fs::path& p = *request.hf_config;
+    std::error_code ec;
+    // Why check here and not only in the loader: the tool promises exit code 2
+    // and a one-line message naming the option for a missing input file.
+    if (!fs::exists(p, ec)) throw UsageError("--hf-config: '" + p.string() + "' does not exist");
+    spec = load_hf_config(p);
+  } else {
+    spec = embedded_model(*request.model);
+  }
+  PlanOptions opts;
+  opts.quant = request.quant;
+  opts.max_num_tokens = request.max_num_tokens;
+  opts.tp = request.tp;
+  opts.ep = request.ep;
+  opts.target = request.target;
+  PrewarmPlan plan = make_plan(spec, opts);
+  if (plan.model_name.empty()) plan.model_name = spec.name;
+  return plan;
+}
+
+std::string describe(const PlanRequest& request) {
+  if (request.hf_config) return "--hf-config " + request.hf_config->string();
+  if (request.model) return "--model " + *request.model;
+  return "";
+}
+
+}  // namespace moejit::tools
