@@ -15,6 +15,12 @@
 //   STAGES           : cp.async pipeline depth (shared memory ring of k-slices)
 //   BK               : 64 (fixed): one k-slice; K % 32 == 0 is required, a partial
 //                      last slice (K % 64 == 32) is zero-filled when K_TAIL.
+//   split-K (gridDim.z, run time): CTA z reduces k-slices [KT*z/S, KT*(z+1)/S) and
+//                      writes its partial sum to out + z * out_split_stride; only
+//                      z = 0 adds the bias. For fp32 outputs (down) only; the
+//                      combine sums the S partials in a fixed order. S comes from
+//                      the heuristic (a function of the key), so a bucket always
+//                      runs the same reduction order.
 // Shared memory: STAGES * (A BM*128 B + B BN*128 B (bf16) or BN*32 B (MXFP4)), plus for
 // MXFP4 all E8M0 scales of the CTA's BN weight rows, BN * scale_row_pitch(K) bytes.
 //
@@ -45,8 +51,9 @@ struct GroupedGemmParams {
   const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4), contiguous
   const void* bias;          // [E, N] f32 or bf16, contiguous, or null
   const float* gamma;        // router weights [T * top_k], indexed by route id
-  void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [rows, N]
+  void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [S, rows, N]
   i64 out_row_stride;        // elements between rows of out
+  i64 out_split_stride;      // elements between split-K partials of out (S = gridDim.z)
   const int* sorted_route;   // [rows] route id (t * top_k + j) of each sorted row
   const int* tile_expert;    // [max_tiles] expert of each m-tile
   const int* tile_row_begin; // [max_tiles] first sorted row of the m-tile
@@ -70,6 +77,9 @@ struct GroupedGemmTraits {
   static constexpr int kABytes = kBM * kBK * 2;
   static constexpr int kBBytes = QUANT == kQuantMxfp4 ? kBN * kBK / 2 : kBN * kBK * 2;
   static constexpr int kStageBytes = kABytes + kBBytes;
+  // CTAs per SM the register allocation must allow (__launch_bounds__): 3 for
+  // 48- and 64-row tiles (<= 168 registers), else what the accumulators need anyway.
+  static constexpr int kMinBlocks = ((MI * WARPS_M == 4 || MI * WARPS_M == 3) && kThreads == 128) ? 3 : 1;
 };
 
 // Logical output column -> physical weight row. silu_gated weights hold gate
@@ -83,7 +93,7 @@ __device__ __forceinline__ int physical_row(int n, int N) {
 
 template <int WARPS_M, int WARPS_N, int MI, int NI, int STAGES, int QUANT, int ACT,
           int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
-__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N)
+__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, GroupedGemmTraits<WARPS_M, WARPS_N, MI, NI, STAGES, QUANT>::kMinBlocks)
 grouped_gemm_kernel(const GroupedGemmParams p) {
   using Tr = GroupedGemmTraits<WARPS_M, WARPS_N, MI, NI, STAGES, QUANT>;
   constexpr int THREADS = Tr::kThreads, BM = Tr::kBM, BN = Tr::kBN, BK = Tr::kBK;
@@ -125,7 +135,9 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
   const u8* w_expert = p.w + (i64)expert * N * w_row_bytes;
   const int s_row_bytes = K / 32;
   const u8* s_expert = QUANT == kQuantMxfp4 ? p.w_scales + (i64)expert * N * s_row_bytes : nullptr;
-  const int KT = (K + BK - 1) / BK;
+  const int KT_ALL = (K + BK - 1) / BK;
+  const int kt_begin = (int)(((i64)KT_ALL * blockIdx.z) / gridDim.z);
+  const int KT = (int)(((i64)KT_ALL * (blockIdx.z + 1)) / gridDim.z) - kt_begin;
 
   auto load_stage = [&](int kt, int slot) {
     const int k0 = kt * BK;
@@ -194,7 +206,7 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
   // Prologue: fill STAGES-1 slices.
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT) load_stage(s, s);
+    if (s < KT) load_stage(kt_begin + s, s);
     cp_async_commit();  // the scale sweep joins the first group
   }
 
@@ -203,7 +215,7 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
     __syncthreads();
     const int next = kt + STAGES - 1;
     const int next_slot = next % STAGES;
-    if (next < KT) load_stage(next, next_slot);
+    if (next < KT) load_stage(kt_begin + next, next_slot);
     cp_async_commit();
 
     const int slot = kt % STAGES;
@@ -224,21 +236,13 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
         lds64(sb + nl * 32 + q * 8, wq[ni][0], wq[ni][1]);
         // K_TAIL: the missing half of the last slice has zero weights and no
         // scale; read none (a stray 0xFF byte would turn 0 into NaN).
-        const int sj = kt * 2 + (q >> 1);
+        const int sj = (kt_begin + kt) * 2 + (q >> 1);
         const u32 sbyte = (K_TAIL && sj >= s_row_bytes) ? 127u : lds8(s_table + s_row_off[ni] + sj);
         e8m0_to_e2m1_factors(sbyte, f1[ni], f2[ni], big[ni]);
         any_big |= big[ni];
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        u32 ar[MI][2][4];  // [mi][row g / g+8][16 bytes]
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          const int row = warp_m * MI * 16 + mi * 16 + g;
-          const u32 off = (((2 * q + h) ^ (row & 7)) << 4);
-          lds128(sa + row * 128 + off, ar[mi][0][0], ar[mi][0][1], ar[mi][0][2], ar[mi][0][3]);
-          lds128(sa + (row + 8) * 128 + off, ar[mi][1][0], ar[mi][1][1], ar[mi][1][2], ar[mi][1][3]);
-        }
         u32 bp[NI][4];
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni) {
@@ -257,20 +261,24 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
             }
           }
         }
+        // One m16 tile at a time keeps only 8 activation registers live.
 #pragma unroll
-        for (int t = 0; t < 2; ++t) {
-          u32 af[MI][4];
+        for (int mi = 0; mi < MI; ++mi) {
+          const int row = warp_m * MI * 16 + mi * 16 + g;
+          const u32 off = (((2 * q + h) ^ (row & 7)) << 4);
+          u32 r0[4], r1[4];
+          lds128(sa + row * 128 + off, r0[0], r0[1], r0[2], r0[3]);
+          lds128(sa + (row + 8) * 128 + off, r1[0], r1[1], r1[2], r1[3]);
 #pragma unroll
-          for (int mi = 0; mi < MI; ++mi) {
-            af[mi][0] = prmt(ar[mi][0][t], ar[mi][0][t + 2], 0x5410);
-            af[mi][2] = prmt(ar[mi][0][t], ar[mi][0][t + 2], 0x7632);
-            af[mi][1] = prmt(ar[mi][1][t], ar[mi][1][t + 2], 0x5410);
-            af[mi][3] = prmt(ar[mi][1][t], ar[mi][1][t + 2], 0x7632);
+          for (int t = 0; t < 2; ++t) {
+            u32 af[4];
+            af[0] = prmt(r0[t], r0[t + 2], 0x5410);
+            af[2] = prmt(r0[t], r0[t + 2], 0x7632);
+            af[1] = prmt(r1[t], r1[t + 2], 0x5410);
+            af[3] = prmt(r1[t], r1[t + 2], 0x7632);
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) mma_bf16_16816(acc[mi][ni], af, bp[ni][2 * t], bp[ni][2 * t + 1]);
           }
-#pragma unroll
-          for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi) mma_bf16_16816(acc[mi][ni], af[mi], bp[ni][2 * t], bp[ni][2 * t + 1]);
         }
       }
     } else {
@@ -317,7 +325,7 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
         if (n >= N) continue;
         float v0 = acc[mi][ni][half * 2 + 0];
         float v1 = acc[mi][ni][half * 2 + 1];
-        if (BIAS != kBiasNone) {
+        if (BIAS != kBiasNone && blockIdx.z == 0) {
           const i64 b0i = (i64)expert * N + physical_row<ACT>(n, N);
           const i64 b1i = (i64)expert * N + physical_row<ACT>(n + 1, N);
           if (BIAS == kBiasF32) {
@@ -329,7 +337,7 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
           }
         }
         if (OUT_F32) {
-          float* o = (float*)p.out + (i64)r * p.out_row_stride + n;
+          float* o = (float*)p.out + blockIdx.z * p.out_split_stride + (i64)r * p.out_row_stride + n;
           o[0] = v0 * gamma;
           o[1] = v1 * gamma;
         } else if (ACT == kActNone) {

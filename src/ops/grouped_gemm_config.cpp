@@ -1,6 +1,7 @@
 #include "ops/grouped_gemm_config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "moejit/error.hpp"
@@ -22,7 +23,7 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
 std::string GemmConfig::to_string() const {
   return "bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
          "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
-         " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
+         " stages=" + std::to_string(stages) + " splits=" + std::to_string(splits) + " k_tail=" + (k_tail ? "1" : "0");
 }
 
 std::string why_not_implementable(const SpecKey& key) {
@@ -56,36 +57,37 @@ GemmConfig choose_config(const SpecKey& key) {
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
   const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
   const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
-  // Why these steps: below ~16 rows per expert the GEMM streams weights (bytes
-  // bound), so the tile is one m16 MMA high and narrow in N to fill the SMs;
-  // above, taller tiles reuse each dequantized weight fragment across more rows.
-  // One warp row (warps_m = 1): each dequantized weight fragment feeds all MI
-  // m16 tiles of the CTA, so dequantization costs 1/MI per MMA.
+  const std::uint64_t n8 = (key.n + 31) / 32;  // 32-column strips, one per warp at ni = 4
+  const int KT = static_cast<int>((key.k + kBK - 1) / kBK);
   c.warps_m = 1;
-  c.warps_n = 4;
-  if (avg <= 8) {
-    c.mi = 1;
-  } else if (avg <= 24) {
-    c.mi = 2;
-  } else if (avg <= 160) {
-    c.mi = 4;
-  } else {
-    c.mi = 8;
-  }
-  if (c.bm() <= 32) {
-    // Widest N tile that still gives >= 2 CTAs per SM over the experts hit.
-    c.ni = 1;
-    for (int ni : {4, 2}) {
-      const std::uint64_t ctas = ((key.n + 8 * ni * 4 - 1) / (8 * ni * 4)) * hit;
-      if (ctas >= 2 * kSmCount) {
-        c.ni = ni;
-        break;
-      }
-    }
+  c.ni = 4;
+  if (avg <= 24) {
+    // Bytes bound: the weights of the experts hit stream once. One or two m16
+    // tiles; ni = 4 keeps the activation and loop work per weight low; the
+    // warps per CTA (1, 2 or 4) only trade CTA count against CTA size.
+    c.mi = avg <= 8 ? 1 : 2;
+    const std::uint64_t warps = n8 * hit;
+    c.warps_n = warps >= 8 * kSmCount ? 4 : warps >= 2 * kSmCount ? 2 : 1;
     c.stages = 8;
+    // Too few warps to keep the SMs issuing: split K (down only, fp32 partials
+    // summed by the combine in a fixed order).
+    if (key.op == OpKind::down && rows <= kSplitKMaxRows && warps < 8 * kSmCount) {
+      const std::uint64_t want = (8 * kSmCount + warps - 1) / warps;
+      c.splits = static_cast<int>(std::min<std::uint64_t>({want, kSplitKMax, std::uint64_t(KT / 4 > 0 ? KT / 4 : 1)}));
+    }
   } else {
-    c.ni = 4;
-    c.stages = c.bm() >= 128 ? 3 : 4;
+    // Tensor bound: taller tiles amortize dequantization (1/mi per MMA) but pad
+    // each expert's last tile. Cost model: padded rows of an expert with
+    // u = avg + sqrt(avg) rows, times (1 + 2/mi) for the per-MMA overhead.
+    c.warps_n = 4;
+    const double u = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
+    double best = 1e30;
+    for (int mi : {2, 3, 4, 8}) {
+      const double bm = 16.0 * mi;
+      const double cost = std::ceil(u / bm) * bm * (1.0 + 2.0 / mi);
+      if (cost <= best) best = cost, c.mi = mi;
+    }
+    c.stages = c.mi >= 8 ? 3 : 4;
   }
   // Keep within the 227 KB of shared memory a block may use on sm_90.
   while (c.stages > 2 && c.smem_bytes(key.quant, key.k) > 227u * 1024u) --c.stages;

@@ -63,12 +63,13 @@ KernelSource generate_route(const SpecKey& key) {
   if (key.n == 0 || key.n > ops::kRouteMaxExperts)
     throw InvalidArgument("key field n (experts)=" + std::to_string(key.n) + ": must be in [1, " +
                           std::to_string(ops::kRouteMaxExperts) + "]");
+  const std::uint32_t threads = ops::route_threads(std::uint64_t(key.token_bucket) * key.k);
   KernelSource ks;
   ks.source = unit("moe_routing.cuh");
-  ks.name_expression = "moejit::moe_route_kernel<" + std::to_string(ops::kRouteThreads) + ">";
-  ks.launch.block_threads = ops::kRouteThreads;
+  ks.name_expression = "moejit::moe_route_kernel<" + std::to_string(threads) + ">";
+  ks.launch.block_threads = threads;
   ks.launch.dynamic_smem_bytes = ops::route_smem_bytes(key.n);
-  ks.config_text = "threads=" + std::to_string(ops::kRouteThreads);
+  ks.config_text = "threads=" + std::to_string(threads);
   return ks;
 }
 

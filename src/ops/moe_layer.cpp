@@ -1,5 +1,6 @@
 #include "moejit/moe_layer.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "driver/cuda_api.hpp"
@@ -35,6 +36,7 @@ struct GroupedGemmParamsArg {
   const float* gamma;
   void* out;
   std::int64_t out_row_stride;
+  std::int64_t out_split_stride;
   const int *sorted_route, *tile_expert, *tile_row_begin, *tile_row_end, *num_tiles;
   int n, k, top_k;
   float act_alpha, act_limit;
@@ -42,6 +44,8 @@ struct GroupedGemmParamsArg {
 struct CombineParamsArg {
   const float* y;
   std::int64_t y_row_stride;
+  std::int64_t y_split_stride;
+  int splits;
   const int* route_row;
   void* out;
   std::int64_t out_row_stride;
@@ -79,7 +83,10 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
     t[3] = take(4);
   }
   l.h = take(2 * R * s.intermediate);
-  l.y = take(4 * R * s.hidden);
+  // Y holds the down projection's split-K partials: up to kSplitKMax of them
+  // while rows <= kSplitKMaxRows (monotonic in T).
+  const std::uint64_t y_rows = std::max<std::uint64_t>(R, std::min<std::uint64_t>(R, ops::kSplitKMaxRows) * ops::kSplitKMax);
+  l.y = take(4 * y_rows * s.hidden);
   if (ops::is_fp8(quant)) {
     const bool mx = quant == QuantMode::mxfp8;
     l.xq = take(T * s.hidden);
@@ -91,9 +98,9 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   return l;
 }
 
-void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream) {
+void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream, unsigned gz = 1) {
   void* args[] = {params};
-  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(k.function, gx, gy, 1, k.launch.block_threads, 1, 1,
+  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(k.function, gx, gy, gz, k.launch.block_threads, 1, 1,
                                                 k.launch.dynamic_smem_bytes, stream, args, nullptr));
 }
 
@@ -229,6 +236,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     p.a_row_stride = s.intermediate;
     p.out = ptr<void>(v.y);
     p.out_row_stride = s.hidden;
+    p.out_split_stride = static_cast<std::int64_t>(R) * s.hidden;
     p.gamma = ptr<const float>(a.topk_weights);
   }
   p.w = ptr<const void>(wt);
@@ -249,7 +257,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   if (tiles > 65535)
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
                           ": too many m-tiles for one launch (" + std::to_string(tiles) + " > 65535)");
-  launch(k, ceil_div(key.n, c.bn()), tiles, &p, stream);
+  launch(k, ceil_div(key.n, c.bn()), tiles, &p, stream, static_cast<unsigned>(c.splits));
 }
 }  // namespace
 
@@ -331,6 +339,9 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
   CombineParamsArg p{};
   p.y = ptr<const float>(v.y);
   p.y_row_stride = shape_.hidden;
+  p.y_split_stride = static_cast<std::int64_t>(a.num_tokens) * shape_.top_k * shape_.hidden;
+  // The FP8 down projection writes one partial (no split-K).
+  p.splits = ops::is_fp8(quant_) ? 1 : ops::choose_config(ops::gemm_key(OpKind::down, shape_, quant_, bucket, target_)).splits;
   p.route_row = ptr<const int>(v.route_row);
   p.out = ptr<void>(a.out);
   p.out_row_stride = a.out_row_stride ? a.out_row_stride : shape_.hidden;

@@ -1,0 +1,78 @@
+// The grouped GEMM tile heuristic: what it accepts, and invariants of every
+// configuration it returns over the real model shapes and all buckets.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "moejit/bucketing.hpp"
+#include "moejit/error.hpp"
+#include "moejit/moe_layer.hpp"
+#include "ops/grouped_gemm_config.hpp"
+#include "ops/moe_keys.hpp"
+
+using namespace moejit;
+
+namespace {
+MoeLayerShape shape(std::uint32_t d, std::uint32_t i, std::uint32_t e, std::uint32_t k, Activation act) {
+  MoeLayerShape s;
+  s.hidden = d, s.intermediate = i, s.experts = e, s.top_k = k, s.act = act;
+  if (act == Activation::swiglu_oai) s.act_alpha = 1.702f, s.act_limit = 7.f;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "[heuristic]") {
+  const MoeLayerShape shapes[] = {shape(2880, 2880, 128, 4, Activation::swiglu_oai),
+                                  shape(2048, 768, 128, 8, Activation::silu_gated),
+                                  shape(7168, 2048, 256, 8, Activation::silu_gated),
+                                  shape(4096, 14336, 8, 2, Activation::silu_gated)};
+  for (const auto& s : shapes)
+    for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4})
+      for (std::uint32_t b : prewarm_set(20000))
+        for (OpKind op : {OpKind::gate_up, OpKind::down}) {
+          const SpecKey key = ops::gemm_key(op, s, q, b, Target{});
+          const ops::GemmConfig c = ops::choose_config(key);
+          INFO(key.to_text() << " -> " << c.to_string());
+          CHECK(c.smem_bytes(q, key.k) <= 227u * 1024u);
+          CHECK((c.bm() * 8) % c.threads() == 0);  // A loader contract of the kernel
+          CHECK(c.splits >= 1);
+          CHECK(c.splits <= ops::kSplitKMax);
+          if (c.splits > 1) {
+            CHECK(op == OpKind::down);
+            CHECK(std::uint64_t(b) * s.top_k <= ops::kSplitKMaxRows);
+          }
+          CHECK(c.k_tail == (key.k % 64 != 0));
+        }
+}
+
+TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuristic]") {
+  const MoeLayerShape s = shape(2880, 2880, 128, 4, Activation::swiglu_oai);
+  for (std::uint32_t T : {1u, 8u, 64u, 512u, 4096u, 16384u}) {
+    const auto gu = ops::choose_config(ops::gemm_key(OpKind::gate_up, s, QuantMode::w4a16_mxfp4, T, Target{}));
+    const auto dn = ops::choose_config(ops::gemm_key(OpKind::down, s, QuantMode::w4a16_mxfp4, T, Target{}));
+    std::printf("  T=%-6u gate_up %-62s down %s\n", T, gu.to_string().c_str(), dn.to_string().c_str());
+    if (T <= 64) CHECK(gu.bm() == 16);  // decode: one m16 tile, bytes bound
+  }
+  // Decode down projection splits K to fill the SMs; prefill never does.
+  CHECK(ops::choose_config(ops::gemm_key(OpKind::down, s, QuantMode::w4a16_mxfp4, 1, Target{})).splits > 1);
+  CHECK(ops::choose_config(ops::gemm_key(OpKind::down, s, QuantMode::w4a16_mxfp4, 4096, Target{})).splits == 1);
+}
+
+TEST_CASE("grouped GEMM config: keys it cannot run are rejected naming the field", "[heuristic]") {
+  const MoeLayerShape s = shape(2880, 2880, 128, 4, Activation::swiglu_oai);
+  SpecKey k = ops::gemm_key(OpKind::gate_up, s, QuantMode::w4a16_mxfp4, 8, Target{});
+  k.k = 2880 + 16;
+  k.k_align = alignment_of(k.k);
+  CHECK_THROWS_WITH(ops::choose_config(k), Catch::Contains("k=2896"));
+  k = ops::gemm_key(OpKind::gate_up, s, QuantMode::w4a16_mxfp4, 8, Target{});
+  k.quant = QuantMode::mxfp8;
+  CHECK_THROWS_WITH(ops::choose_config(k), Catch::Contains("quant=mxfp8"));
+  k = ops::gemm_key(OpKind::down, s, QuantMode::bf16, 8, Target{});
+  k.n = 2888;
+  CHECK_THROWS_WITH(ops::choose_config(k), Catch::Contains("n=2888"));
+  CHECK_THROWS_WITH(ops::check_shape(shape(2880, 2880, 128, 0, Activation::none), QuantMode::bf16), Catch::Contains("top_k=0"));
+  // The FP8 modes run in the layer (fp8 branch); their K % 32 rule is the shape's % 32 rule.
+  CHECK_NOTHROW(ops::check_shape(shape(2880, 2880, 128, 4, Activation::silu_gated), QuantMode::mxfp8));
+  CHECK_THROWS_WITH(ops::check_shape(shape(2896 - 8, 2880, 128, 4, Activation::silu_gated), QuantMode::mxfp8),
+                    Catch::Contains("hidden=2888"));
+}
