@@ -151,6 +151,10 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
     for (int i = 0; i < 4; ++i) v.tiles[g][i] = a.workspace + l.tiles[g][i];
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
+  if (a.num_tokens > 0 && !ops::is_fp8(quant_))
+    v.y_splits = static_cast<std::uint32_t>(
+        ops::choose_config(ops::gemm_key(OpKind::down, shape_, quant_, round_up_tokens(a.num_tokens), target_)).splits);
+  v.y_split_stride = static_cast<std::size_t>(a.num_tokens) * shape_.top_k * shape_.hidden;
   if (ops::is_fp8(quant_)) {
     v.xq = a.workspace + l.xq;
     v.xs = a.workspace + l.xs;
@@ -339,9 +343,8 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
   CombineParamsArg p{};
   p.y = ptr<const float>(v.y);
   p.y_row_stride = shape_.hidden;
-  p.y_split_stride = static_cast<std::int64_t>(a.num_tokens) * shape_.top_k * shape_.hidden;
-  // The FP8 down projection writes one partial (no split-K).
-  p.splits = ops::is_fp8(quant_) ? 1 : ops::choose_config(ops::gemm_key(OpKind::down, shape_, quant_, bucket, target_)).splits;
+  p.y_split_stride = static_cast<std::int64_t>(v.y_split_stride);
+  p.splits = static_cast<int>(v.y_splits);  // 1 in FP8 modes (no split-K there)
   p.route_row = ptr<const int>(v.route_row);
   p.out = ptr<void>(a.out);
   p.out_row_stride = a.out_row_stride ? a.out_row_stride : shape_.hidden;
