@@ -62,13 +62,15 @@ GemmConfig choose_config(const SpecKey& key) {
   c.ni = 4;
   if (avg <= 24) {
     // Bytes bound: the weights of the experts hit stream once; one or two m16
-    // tiles. Why many warps: each warp's slice loop is latency bound (measured
-    // with ncu at T = 1: 3 cycles per issued instruction, IPC 1.6 with 5 warps
-    // per SM), so the widest n8 count per warp that still gives >= 16 warps per
-    // SM wins over fewer, more efficient warps.
+    // tiles. Why the warp count matters: each warp's slice loop is latency
+    // bound (ncu at T = 1 with 5 warps per SM: 3 cycles per issued instruction,
+    // IPC 1.6), while narrower warps repeat the activation work per weight
+    // (IPC-bound at 22 warps per SM with ni = 1). Measured on gpt-oss-120b T = 1:
+    // gate_up 37 us at 5 warps/SM (ni 4), 31 us at 11 (ni 2), 36 us at 22 (ni 1):
+    // aim for about 8 warps per SM with the widest ni.
     c.mi = avg <= 8 ? 1 : 2;
     c.warps_n = 4;
-    const std::uint64_t want_warps = 16 * kSmCount;
+    const std::uint64_t want_warps = 8 * kSmCount;
     c.ni = 1;
     for (int ni : {4, 2}) {
       if (((key.n + 8 * ni - 1) / (8 * ni)) * hit >= want_warps) {
