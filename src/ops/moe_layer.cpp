@@ -6,6 +6,7 @@
 #include "driver/cuda_api.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
+#include "ops/device_ptr.hpp"
 #include "moejit/quant.hpp"
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/fp8_grouped_gemm.hpp"
@@ -15,6 +16,7 @@
 
 namespace moejit {
 namespace {
+using ops::ptr;
 
 // Mirrors of the device parameter structs (kernels/*.cuh); layouts must match.
 struct TileListArg {
@@ -51,11 +53,6 @@ struct CombineParamsArg {
   std::int64_t out_row_stride;
   int hidden, top_k;
 };
-
-template <class T>
-T* ptr(DevicePtr p) {
-  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(p));
-}
 
 constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(255); }
 
