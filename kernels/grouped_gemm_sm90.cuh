@@ -348,8 +348,9 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
           if (ACT == kActSiluGated) {
             h = v0 * sigmoidf_(v0) * v1;
           } else {
-            const float gt = fminf(v0, p.act_limit);
-            const float lin = fminf(fmaxf(v1, -p.act_limit), p.act_limit);
+            // Comparisons, not fminf/fmaxf: a NaN gate or linear value must stay NaN.
+            const float gt = v0 > p.act_limit ? p.act_limit : v0;
+            const float lin = v1 > p.act_limit ? p.act_limit : (v1 < -p.act_limit ? -p.act_limit : v1);
             h = gt * sigmoidf_(p.act_alpha * gt) * (lin + 1.f);
           }
           u16* o = (u16*)p.out + (i64)r * p.out_row_stride + (n >> 1);

@@ -53,17 +53,25 @@ enum InputDType { kInputF32 = 0, kInputBf16 = 1 };
 // normal exponent kMinExp, largest finite code kMaxCode (sign excluded).
 // kMaxBinade / kMaxFracField: the largest finite value is (1 + kMaxFracField /
 // 2^23) * 2^kMaxBinade, in fp32 terms (for the scale rule).
+// kNanCode / kNanSigned: the code of a NaN input, and whether the input's sign
+// bit is kept on it. Same choice as the scalar encoders of formats.hpp:
+//   e4m3fn has a NaN, S.1111.111 (OCP OFP8): NaN -> 0x7F, or 0xFF when negative;
+//   e2m1 has none: NaN -> +6 (0x7), sign dropped (float_to_e2m1).
 struct E2m1 {
   static constexpr int kMantBits = 1, kMinExp = 0;
   static constexpr uint32_t kMaxCode = 0x7, kSignBit = 0x8;
   static constexpr int kMaxBinade = 2;                    // 6 = 1.5 * 2^2
   static constexpr uint32_t kMaxFracField = 0x400000u;    // 0.5 * 2^23
+  static constexpr uint32_t kNanCode = 0x7;               // no NaN: +max
+  static constexpr bool kNanSigned = false;
 };
 struct E4m3 {
   static constexpr int kMantBits = 3, kMinExp = -6;
   static constexpr uint32_t kMaxCode = 0x7E, kSignBit = 0x80;  // 0x7F is NaN
   static constexpr int kMaxBinade = 8;                    // 448 = 1.75 * 2^8
   static constexpr uint32_t kMaxFracField = 0x600000u;    // 0.75 * 2^23
+  static constexpr uint32_t kNanCode = 0x7F;
+  static constexpr bool kNanSigned = true;
 };
 
 MOEJIT_MXQ_FN int leading_zeros(uint32_t v) {
@@ -76,6 +84,9 @@ MOEJIT_MXQ_FN int leading_zeros(uint32_t v) {
 
 // E8M0 scale byte for a block whose largest |x| has fp32 bits `amax_bits`
 // (sign cleared). NaN or Inf -> 0xFF. Zero and subnormal amax -> 0x00 (s = -127).
+// A finite amax never gives 0xFF: s is clamped to 127 (byte 0xFE, 2^127), and
+// finite fp32 never even reaches the clamp (FLT_MAX gives s = 126 for e2m1,
+// 120 for e4m3).
 template <class Fmt>
 MOEJIT_MXQ_FN uint32_t mx_scale_byte(uint32_t amax_bits) {
   if (amax_bits >= 0x7F800000u) return 0xFFu;
@@ -88,12 +99,22 @@ MOEJIT_MXQ_FN uint32_t mx_scale_byte(uint32_t amax_bits) {
   return static_cast<uint32_t>(s + 127);
 }
 
-// Code of x / 2^s (x finite, given by its fp32 bits), RNE, saturating at
-// Fmt::kMaxCode, sign kept (also for zero).
+// Code of x / 2^s (x given by its fp32 bits), RNE, saturating at
+// Fmt::kMaxCode, sign kept (also for zero). For any s: +-Inf gives +-kMaxCode
+// (Inf / 2^s is Inf) and NaN gives Fmt::kNanCode (see the format structs).
+// With s = 0 this is float_to_e2m1 / float_to_e4m3 of formats.hpp, bit for bit,
+// for every fp32 input. The MX kernel below never passes NaN or Inf (such a
+// block gets scale 0xFF and codes 0); the special branch keeps the host-side
+// contract total. (Without it, Inf read as 2^128 would encode as 2^(128-s),
+// e.g. 2.0 at s = 127, and NaN as a saturated finite.)
 template <class Fmt>
 MOEJIT_MXQ_FN uint32_t encode_scaled(uint32_t x_bits, int s) {
   const uint32_t sign = (x_bits & 0x80000000u) ? Fmt::kSignBit : 0u;
   const uint32_t a = x_bits & 0x7FFFFFFFu;
+  if (a >= 0x7F800000u) {
+    if (a == 0x7F800000u) return sign | Fmt::kMaxCode;
+    return Fmt::kNanSigned ? (sign | Fmt::kNanCode) : Fmt::kNanCode;
+  }
   if (a == 0u) return sign;
   const int biased = static_cast<int>(a >> 23);
   // |x| = sig * 2^ex with sig an integer < 2^24.
@@ -121,7 +142,8 @@ MOEJIT_MXQ_FN uint32_t encode_scaled(uint32_t x_bits, int s) {
   // Subnormal: code = n (n == 2^m is the smallest normal, same code).
   uint32_t code = t < Fmt::kMinExp ? n
                                    : (static_cast<uint32_t>(t - Fmt::kMinExp) << Fmt::kMantBits) + n;
-  if (code > Fmt::kMaxCode) code = Fmt::kMaxCode;  // t <= 254: the shift above cannot overflow
+  // Finite x: t <= 127 - s <= 254, so the shift above cannot overflow.
+  if (code > Fmt::kMaxCode) code = Fmt::kMaxCode;
   return sign | code;
 }
 

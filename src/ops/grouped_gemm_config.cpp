@@ -57,22 +57,33 @@ GemmConfig choose_config(const SpecKey& key) {
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
   const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
   const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
-  const std::uint64_t n8 = (key.n + 31) / 32;  // 32-column strips, one per warp at ni = 4
   const int KT = static_cast<int>((key.k + kBK - 1) / kBK);
   c.warps_m = 1;
   c.ni = 4;
   if (avg <= 24) {
-    // Bytes bound: the weights of the experts hit stream once. One or two m16
-    // tiles; ni = 4 keeps the activation and loop work per weight low; the
-    // warps per CTA (1, 2 or 4) only trade CTA count against CTA size.
+    // Bytes bound: the weights of the experts hit stream once; one or two m16
+    // tiles. Why the warp count matters: each warp's slice loop is latency
+    // bound (ncu at T = 1 with 5 warps per SM: 3 cycles per issued instruction,
+    // IPC 1.6), while narrower warps repeat the activation work per weight
+    // (IPC-bound at 22 warps per SM with ni = 1). Measured on gpt-oss-120b T = 1:
+    // gate_up 37 us at 5 warps/SM (ni 4), 31 us at 11 (ni 2), 36 us at 22 (ni 1):
+    // aim for about 8 warps per SM with the widest ni.
     c.mi = avg <= 8 ? 1 : 2;
-    const std::uint64_t warps = n8 * hit;
-    c.warps_n = warps >= 8 * kSmCount ? 4 : warps >= 2 * kSmCount ? 2 : 1;
+    c.warps_n = 4;
+    const std::uint64_t want_warps = 8 * kSmCount;
+    c.ni = 1;
+    for (int ni : {4, 2}) {
+      if (((key.n + 8 * ni - 1) / (8 * ni)) * hit >= want_warps) {
+        c.ni = ni;
+        break;
+      }
+    }
     c.stages = 8;
-    // Too few warps to keep the SMs issuing: split K (down only, fp32 partials
-    // summed by the combine in a fixed order).
-    if (key.op == OpKind::down && rows <= kSplitKMaxRows && warps < 8 * kSmCount) {
-      const std::uint64_t want = (8 * kSmCount + warps - 1) / warps;
+    // Still too few warps: split K (down only, fp32 partials summed by the
+    // combine in a fixed order).
+    const std::uint64_t warps = ((key.n + 8 * c.ni - 1) / (8 * c.ni)) * hit;
+    if (key.op == OpKind::down && rows <= kSplitKMaxRows && warps < want_warps) {
+      const std::uint64_t want = (want_warps + warps - 1) / warps;
       c.splits = static_cast<int>(std::min<std::uint64_t>({want, kSplitKMax, std::uint64_t(KT / 4 > 0 ? KT / 4 : 1)}));
     }
   } else {

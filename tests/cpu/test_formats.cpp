@@ -33,6 +33,47 @@ unsigned nearest_code_brute(double a, unsigned ncodes, Decode decode) {
   return best;
 }
 
+// Reference fp32 -> bf16 for a finite input, from the definition: the two
+// bf16 neighbours of f (truncation and one step up in magnitude), their exact
+// distances to f in double, nearest wins, a tie goes to the even code.
+// Unbounded exponent (IEEE 754 overflow rule): past the largest finite bf16
+// (0x7F7F, (2 - 2^-7) * 2^127) the next step is 2^128, and a value that
+// rounds there overflows to Inf (whose encoding is exactly that next step,
+// 0x7F80 / 0xFF80). Example: 0xFF7FFF74 lies 140 fp32 ulps from -2^128 and
+// 65396 from -max, so it rounds to -Inf (0xFF80), as cvt.rn.bf16.f32 does on
+// the GPU. (A reference that measured the distance to Inf itself found it
+// infinite and expected -max, 0xFF7F: wrong.)
+std::uint16_t bf16_rne_reference(std::uint32_t u) {
+  const float f = from_bits(u);
+  const std::uint16_t lo = static_cast<std::uint16_t>(u >> 16);
+  const std::uint16_t hi = static_cast<std::uint16_t>(lo + 1);
+  const double dlo = std::fabs(static_cast<double>(bf16_to_float(lo)) - f);
+  const double vhi = (hi & 0x7FFF) == 0x7F80 ? std::copysign(std::ldexp(1.0, 128), f)
+                                             : static_cast<double>(bf16_to_float(hi));
+  const double dhi = std::fabs(vhi - f);
+  return dlo < dhi ? lo : dhi < dlo ? hi : ((lo & 1) ? hi : lo);
+}
+
+// Inputs around every decision point of a scalar encoder: each finite value
+// of the format and each midpoint between neighbours, plus the fp32
+// neighbours of both, for both signs. Random draws almost never land on a tie
+// exactly; this list always does.
+std::vector<float> decision_points(const std::vector<double>& ascending_values) {
+  std::vector<double> points(ascending_values);
+  for (std::size_t i = 0; i + 1 < ascending_values.size(); ++i)
+    points.push_back((ascending_values[i] + ascending_values[i + 1]) / 2.0);
+  std::vector<float> out;
+  for (double p : points) {
+    const float f = static_cast<float>(p);
+    REQUIRE(static_cast<double>(f) == p);  // every point is an fp32 (exact midpoint)
+    for (float v : {std::nextafter(f, -1.0f), f, std::nextafter(f, 1e30f)}) {
+      out.push_back(v);
+      out.push_back(-v);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("e2m1 table: all 16 codes", "[formats][e2m1]") {
@@ -73,15 +114,26 @@ TEST_CASE("e2m1 encoding: RNE, ties to even, saturation, specials", "[formats][e
 }
 
 TEST_CASE("e2m1 encoding matches a brute-force nearest search", "[formats][e2m1]") {
-  moejit::ref::TestRng rng(11);
-  for (int i = 0; i < 200000; ++i) {
-    // Mostly values in [0, 8), some far outside.
-    const float x = i % 10 == 0 ? static_cast<float>(rng.uniform(-1e6, 1e6)) : static_cast<float>(rng.uniform(-8, 8));
+  const auto expect_of = [](float x) {
     const double a = std::fabs(static_cast<double>(x));
     unsigned expect = nearest_code_brute(std::min(a, 6.0), 8, [](unsigned c) { return kE2m1Values[c]; });
     if (std::signbit(x)) expect |= 0x8;
+    return expect;
+  };
+  // Every tie and code boundary, exactly and one fp32 ulp either side.
+  for (float x : decision_points({0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0})) {
     INFO("x = " << x);
-    REQUIRE(float_to_e2m1(x) == expect);
+    REQUIRE(float_to_e2m1(x) == expect_of(x));
+  }
+  moejit::ref::TestRng rng(11);
+  for (int i = 0; i < 200000; ++i) {
+    // Mostly values in [-8, 8), some far outside, some on the 1/8 grid (ties
+    // and exact codes, which uniform draws essentially never hit).
+    const float x = i % 10 == 0   ? static_cast<float>(rng.uniform(-1e6, 1e6))
+                    : i % 10 == 1 ? static_cast<float>(rng.integer(-64, 64)) * 0.125f
+                                  : static_cast<float>(rng.uniform(-8, 8));
+    INFO("x = " << x);
+    REQUIRE(float_to_e2m1(x) == expect_of(x));
   }
 }
 
@@ -148,24 +200,62 @@ TEST_CASE("bf16: RNE, ties to even, overflow, NaN preserved", "[formats][bf16]")
   static_assert(float_to_bf16(1.0f) == 0x3F80, "constexpr");
 }
 
+TEST_CASE("bf16 rounding: the overflow boundary, both signs", "[formats][bf16]") {
+  // The largest finite bf16 is 0x7F7F; the midpoint to the next step (2^128)
+  // is 0x7F7F8000, which ties to the even neighbour: 0x7F80 = Inf.
+  CHECK(float_to_bf16(from_bits(0x7F7F7FFFu)) == 0x7F7F);
+  CHECK(float_to_bf16(from_bits(0x7F7F8000u)) == 0x7F80);
+  CHECK(float_to_bf16(from_bits(0xFF7F7FFFu)) == 0xFF7F);
+  CHECK(float_to_bf16(from_bits(0xFF7F8000u)) == 0xFF80);
+  CHECK(float_to_bf16(from_bits(0xFF7FFF74u)) == 0xFF80);  // seen failing against a wrong reference
+  CHECK(bf16_rne_reference(0xFF7FFF74u) == 0xFF80);
+  CHECK(bf16_rne_reference(0xFF7F7FFFu) == 0xFF7F);
+  // Every fp32 of the top bf16 step, exhaustively, both signs.
+  for (std::uint32_t low = 0; low < 0x10000u; ++low) {
+    for (std::uint32_t u : {0x7F7F0000u | low, 0xFF7F0000u | low}) {
+      INFO("bits " << u);
+      REQUIRE(float_to_bf16(from_bits(u)) == bf16_rne_reference(u));
+      REQUIRE(float_to_bf16(from_bits(u)) == ((low < 0x8000u ? u : u + 0x10000u) >> 16));
+    }
+  }
+}
+
 TEST_CASE("bf16 rounding matches a double-precision nearest-even reference", "[formats][bf16]") {
+  // Every bf16 step of the whole fp32 range (all exponents, both signs,
+  // subnormals), at its decision points: exact, ulp above, below and at the
+  // tie, and the ends of the step.
+  const std::uint32_t lows[] = {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu};
+  for (std::uint32_t high = 0; high < 0x10000u; ++high) {
+    if ((high & 0x7F80u) == 0x7F80u) continue;  // Inf / NaN: tested above and below
+    for (std::uint32_t low : lows) {
+      const std::uint32_t u = (high << 16) | low;
+      INFO("bits " << u);
+      REQUIRE(float_to_bf16(from_bits(u)) == bf16_rne_reference(u));
+    }
+  }
+  // Random fp32 bit patterns (any exponent: no mask), non-finite skipped.
   moejit::ref::TestRng rng(12);
+  int tested = 0;
   for (int i = 0; i < 200000; ++i) {
-    const std::uint32_t u = rng.bits32() & 0xFF7FFFFFu;  // finite, not above the Inf boundary exponent
-    const float f = from_bits(u);
-    if (!std::isfinite(f)) continue;
-    // Candidates: truncation and the next bf16 up in magnitude.
-    const std::uint16_t lo = static_cast<std::uint16_t>(u >> 16);
-    const std::uint16_t hi = static_cast<std::uint16_t>(lo + 1);
-    const double dlo = std::fabs(static_cast<double>(bf16_to_float(lo)) - f);
-    // Unbounded exponent (IEEE): past the largest bf16 the next step is 2^128,
-    // and a value that rounds there overflows to Inf (the encoding of 2^128).
-    const double vhi = (hi & 0x7FFF) == 0x7F80 ? std::copysign(std::ldexp(1.0, 128), f)
-                                               : static_cast<double>(bf16_to_float(hi));
-    const double dhi = std::fabs(vhi - f);
-    const std::uint16_t expect = dlo < dhi ? lo : dhi < dlo ? hi : ((lo & 1) ? hi : lo);
+    const std::uint32_t u = rng.bits32();
+    if (!std::isfinite(from_bits(u))) continue;
+    ++tested;
     INFO("bits " << u);
-    REQUIRE(float_to_bf16(f) == expect);
+    REQUIRE(float_to_bf16(from_bits(u)) == bf16_rne_reference(u));
+  }
+  CHECK(tested > 190000);
+}
+
+TEST_CASE("bf16: every NaN stays a quiet NaN with its sign and top payload", "[formats][bf16]") {
+  for (std::uint32_t high : {0x7F80u, 0x7F81u, 0x7FBFu, 0x7FC0u, 0x7FFFu, 0xFF80u, 0xFFC1u, 0xFFFFu}) {
+    for (std::uint32_t low : {0x0000u, 0x0001u, 0x8000u, 0xFFFFu}) {
+      const std::uint32_t u = (high << 16) | low;
+      if (!std::isnan(from_bits(u))) continue;  // 0x7F800000 / 0xFF800000 are Inf
+      INFO("bits " << u);
+      const std::uint16_t b = float_to_bf16(from_bits(u));
+      REQUIRE(std::isnan(bf16_to_float(b)));
+      REQUIRE(b == (high | 0x0040u));
+    }
   }
 }
 
@@ -223,15 +313,30 @@ TEST_CASE("e4m3fn encoding: RNE, saturation, NaN", "[formats][e4m3]") {
 }
 
 TEST_CASE("e4m3fn encoding matches a brute-force nearest search", "[formats][e4m3]") {
-  moejit::ref::TestRng rng(13);
-  for (int i = 0; i < 100000; ++i) {
-    const double mag = std::ldexp(rng.uniform(1.0, 2.0), static_cast<int>(rng.integer(-12, 9)));
-    const float x = static_cast<float>(rng.bits32() & 1 ? -mag : mag);
+  const auto expect_of = [](float x) {
     const double a = std::min(std::fabs(static_cast<double>(x)), 448.0);
     unsigned expect = nearest_code_brute(a, 0x7F, [](unsigned c) { return e4m3_to_float(static_cast<std::uint8_t>(c)); });
     if (std::signbit(x)) expect |= 0x80;
+    return expect;
+  };
+  // Every tie and code boundary (subnormal steps, binade edges, and 464, the
+  // midpoint of 448 and the would-be 480), exactly and one fp32 ulp either side.
+  std::vector<double> values;
+  for (unsigned c = 0; c <= 0x7E; ++c) values.push_back(e4m3_to_float(static_cast<std::uint8_t>(c)));
+  values.push_back(480.0);
+  for (float x : decision_points(values)) {
     INFO("x = " << x);
-    REQUIRE(float_to_e4m3(x) == expect);
+    REQUIRE(float_to_e4m3(x) == expect_of(x));
+  }
+  moejit::ref::TestRng rng(13);
+  for (int i = 0; i < 100000; ++i) {
+    // Uniform mantissas over the whole range, and (every 4th draw) values on a
+    // grid 4x finer than e4m3's, where half the points are ties or exact codes.
+    const double mag = i % 4 == 0 ? std::ldexp(static_cast<double>(rng.integer(0, 64)), static_cast<int>(rng.integer(-14, 4)))
+                                  : std::ldexp(rng.uniform(1.0, 2.0), static_cast<int>(rng.integer(-12, 9)));
+    const float x = static_cast<float>(rng.bits32() & 1 ? -mag : mag);
+    INFO("x = " << x);
+    REQUIRE(float_to_e4m3(x) == expect_of(x));
   }
 }
 

@@ -45,36 +45,62 @@ std::uint8_t gpu_block_on_host(const std::uint32_t* bits, std::uint8_t* packed) 
   return static_cast<std::uint8_t>(scale);
 }
 
+// fp32 with the given sign bit, biased exponent (0..255) and mantissa field.
+float make_float(std::uint32_t sign, std::uint32_t biased, std::uint32_t mantissa) {
+  return from_bits((sign << 31) | (biased << 23) | (mantissa & 0x7FFFFFu));
+}
+
+// Why: a generator that is meant to give finite values must give finite values
+// for every seed. An ldexp or product that overflows becomes +-Inf, its block
+// then (correctly) gets the NaN scale, and a test that expects a finite block
+// fails once in a few hundred runs. Clamping keeps the huge-value case.
+float finite(float v) {
+  return std::isinf(v) ? std::copysign(std::numeric_limits<float>::max(), v) : v;
+}
+
 // A random fp32 that exercises every range: normal, subnormal, zero, huge,
 // exact e2m1 multiples, ties, and (when allowed) NaN / Inf.
 float tricky_float(TestRng& rng, bool allow_nonfinite) {
   switch (rng.integer(0, 9)) {
     case 0: return from_bits(rng.bits32() & 0x807FFFFFu);                      // subnormal or zero
-    case 1: return from_bits((rng.bits32() & 0x807FFFFFu) |                      // any normal magnitude
-                             (static_cast<std::uint32_t>(rng.integer(1, 254)) << 23));
+    case 1: return make_float(rng.bits32() & 1, static_cast<std::uint32_t>(rng.integer(1, 254)),  // any normal
+                              rng.bits32());
     case 2: return (rng.bits32() & 1 ? -1.0f : 1.0f) *
                    std::ldexp(kE2m1Values[rng.integer(0, 7)], static_cast<int>(rng.integer(-140, 125)));
     case 3: return std::ldexp(static_cast<float>(rng.integer(-12, 12)) * 0.25f, static_cast<int>(rng.integer(-130, 126)));
     case 4:
       if (allow_nonfinite) {
-        const int k = static_cast<int>(rng.integer(0, 3));
-        return k == 0 ? kNaN : k == 1 ? kInf : k == 2 ? -kInf : from_bits(0xFF800001u);
+        // Quiet and signalling NaNs of both signs, +-Inf.
+        static constexpr std::uint32_t kSpecials[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u,
+                                                      0x7FFFFFFFu, 0x7F800000u, 0xFF800000u};
+        return from_bits(kSpecials[rng.integer(0, 6)]);
       }
       return 0.0f;
     case 5: return -0.0f;
+    case 6: return make_float(rng.bits32() & 1, static_cast<std::uint32_t>(rng.integer(240, 254)),  // near FLT_MAX
+                              rng.bits32());
     default: return static_cast<float>(rng.normal(0.0, std::ldexp(1.0, static_cast<int>(rng.integer(-20, 20)))));
   }
 }
 
+// 32 elements drawn in one of several styles, so that whole blocks (and so
+// their scales) cover the range: mixed tricky values, N(0,1), all zero, one
+// random binade (up to FLT_MAX), exact e2m1 multiples, blocks at the top of
+// fp32 (the largest scale bytes: up to 0xFD for e2m1, 0xF7 for e4m3), blocks
+// of subnormals and the smallest normals (scale byte at the 0x00 clamp or just
+// above).
 std::vector<float> tricky_block(TestRng& rng, bool allow_nonfinite) {
   std::vector<float> x(32);
-  const int mode = static_cast<int>(rng.integer(0, 4));
+  const int mode = static_cast<int>(rng.integer(0, 6));
+  const int binade = static_cast<int>(rng.integer(-149, 127));
   for (auto& v : x) {
     if (mode == 0) v = tricky_float(rng, allow_nonfinite && rng.integer(0, 40) == 0);
     else if (mode == 1) v = static_cast<float>(rng.normal());
     else if (mode == 2) v = 0.0f;
-    else if (mode == 3) v = std::ldexp(static_cast<float>(rng.normal()), static_cast<int>(rng.integer(-149, 124)));
-    else v = (rng.bits32() & 1 ? -1.0f : 1.0f) * kE2m1Values[rng.integer(0, 7)] * 1024.0f;
+    else if (mode == 3) v = finite(std::ldexp(static_cast<float>(rng.normal()), binade));
+    else if (mode == 4) v = (rng.bits32() & 1 ? -1.0f : 1.0f) * kE2m1Values[rng.integer(0, 7)] * 1024.0f;
+    else if (mode == 5) v = make_float(rng.bits32() & 1, static_cast<std::uint32_t>(rng.integer(248, 254)), rng.bits32());
+    else v = make_float(rng.bits32() & 1, static_cast<std::uint32_t>(rng.integer(0, 3)), rng.bits32());
   }
   return x;
 }
@@ -94,10 +120,12 @@ TEST_CASE("MX scale byte: exact rule for e2m1", "[quant][mxfp4]") {
   CHECK(mx_scale_byte(std::numeric_limits<float>::max(), MxElement::e2m1) == 127 + 126);
   CHECK(mx_scale_byte(kNaN, MxElement::e2m1) == 0xFF);
   CHECK(mx_scale_byte(kInf, MxElement::e2m1) == 0xFF);
-  // The defining property on random amax values.
+  // The defining property on random amax values, every biased exponent 0..254.
+  // (Not `bits & 0x7F7FFFFF`: that mask also clears bit 23 and so draws only
+  // even exponents.)
   TestRng rng(21);
   for (int i = 0; i < 100000; ++i) {
-    const float amax = std::fabs(from_bits(rng.bits32() & 0x7F7FFFFFu));
+    const float amax = make_float(0, static_cast<std::uint32_t>(rng.integer(0, 254)), rng.bits32());
     const int s = mx_scale_byte(amax, MxElement::e2m1) - 127;
     INFO("amax " << amax << " s " << s);
     REQUIRE(static_cast<double>(amax) <= 6.0 * std::ldexp(1.0, s));
@@ -113,7 +141,7 @@ TEST_CASE("MX scale byte: exact rule for e4m3", "[quant][mxfp8]") {
   CHECK(mx_scale_byte(1.0f, MxElement::e4m3) == 127 - 8);
   TestRng rng(22);
   for (int i = 0; i < 100000; ++i) {
-    const float amax = std::fabs(from_bits(rng.bits32() & 0x7F7FFFFFu));
+    const float amax = make_float(0, static_cast<std::uint32_t>(rng.integer(0, 254)), rng.bits32());
     const int s = mx_scale_byte(amax, MxElement::e4m3) - 127;
     REQUIRE(static_cast<double>(amax) <= 448.0 * std::ldexp(1.0, s));
     if (s > -127) REQUIRE(static_cast<double>(amax) > 448.0 * std::ldexp(1.0, s - 1));
@@ -149,8 +177,12 @@ TEST_CASE("MXFP4: exactly representable blocks survive the round trip", "[quant]
   TestRng rng(23);
   const std::uint32_t rows = 64, cols = 256;
   std::vector<float> w(rows * cols);
+  // Every scale a finite block can have: s from -127 (byte 0x00; 0.5 * 2^-127
+  // is an fp32 subnormal, still exact) to 125 (6 * 2^125 < FLT_MAX; 6 * 2^126
+  // is not finite). The first blocks pin the ends, the rest are random.
+  const int pinned[] = {-127, -126, -125, 124, 125};
   for (std::uint32_t b = 0; b < rows * cols / 32; ++b) {
-    const int s = static_cast<int>(rng.integer(-120, 120));
+    const int s = b < std::size(pinned) ? pinned[b] : static_cast<int>(rng.integer(-127, 125));
     for (int i = 0; i < 32; ++i) {
       const float mag = kE2m1Values[rng.integer(0, 7)];
       w[b * 32 + i] = std::ldexp(rng.bits32() & 1 ? -mag : mag, s);
@@ -186,9 +218,81 @@ TEST_CASE("MXFP4: every element is the nearest e2m1 step of its block (error bou
     // Half the e2m1 step of y's binade, in units of the scale: 0.25 below 2, 0.5 below 4, 1 above.
     const double half_step = y < 2.0 ? 0.25 : y < 4.0 ? 0.5 : 1.0;
     INFO("element " << i << " x " << x << " scale " << scale << " deq " << back[i]);
+    REQUIRE(std::isfinite(x));          // the generator's promise (a failure here is a test bug)
+    REQUIRE(scales[i / 32] != 0xFF);    // finite block: never the NaN scale
     REQUIRE(y <= 6.0);  // the scale rule: no element saturates
     REQUIRE(std::fabs(back[i] - x) <= half_step * scale);
     REQUIRE((back[i] == 0.0 || std::signbit(back[i]) == std::signbit(x)));
+  }
+}
+
+TEST_CASE("MX scale byte: every finite exponent, boundary mantissas, CPU == GPU, never NaN", "[quant][mxfp4][mxfp8]") {
+  const std::uint32_t mantissas[] = {0x000000u, 0x000001u, 0x3FFFFFu, 0x400000u, 0x400001u,
+                                     0x5FFFFFu, 0x600000u, 0x600001u, 0x7FFFFFu};
+  for (std::uint32_t biased = 0; biased <= 254; ++biased) {
+    for (std::uint32_t m : mantissas) {
+      const float amax = make_float(0, biased, m);
+      INFO("amax bits " << std::bit_cast<std::uint32_t>(amax));
+      const std::uint8_t b4 = mx_scale_byte(amax, MxElement::e2m1);
+      const std::uint8_t b8 = mx_scale_byte(amax, MxElement::e4m3);
+      REQUIRE(b4 != 0xFF);
+      REQUIRE(b8 != 0xFF);
+      REQUIRE(mxq::mx_scale_byte<mxq::E2m1>(std::bit_cast<std::uint32_t>(amax)) == b4);
+      REQUIRE(mxq::mx_scale_byte<mxq::E4m3>(std::bit_cast<std::uint32_t>(amax)) == b8);
+      // The rule, in exact double arithmetic.
+      REQUIRE(static_cast<double>(amax) <= 6.0 * e8m0_to_double(b4));
+      REQUIRE(static_cast<double>(amax) <= 448.0 * e8m0_to_double(b8));
+      if (b4 > 0) REQUIRE(static_cast<double>(amax) > 3.0 * e8m0_to_double(b4));
+      if (b8 > 0) REQUIRE(static_cast<double>(amax) > 224.0 * e8m0_to_double(b8));
+    }
+  }
+  // The top: FLT_MAX needs s = 126 (e2m1) / 120 (e4m3); the clamp at 127
+  // (byte 0xFE) is never reached by finite fp32, so 0xFF only ever means NaN/Inf.
+  const float fmax = std::numeric_limits<float>::max();
+  CHECK(mx_scale_byte(fmax, MxElement::e2m1) == 0xFD);
+  CHECK(mx_scale_byte(fmax, MxElement::e4m3) == 0xF7);
+  CHECK(mx_scale_byte(std::ldexp(6.0f, 125), MxElement::e2m1) == 0xFC);  // 1.5 * 2^127: exactly 6 * 2^125
+  CHECK(mx_scale_byte(std::nextafter(std::ldexp(6.0f, 125), kInf), MxElement::e2m1) == 0xFD);
+  CHECK(mxq::mx_scale_byte<mxq::E2m1>(0x7F800000u) == 0xFFu);  // Inf
+  CHECK(mxq::mx_scale_byte<mxq::E2m1>(0x7F800001u) == 0xFFu);  // NaN
+  CHECK(mxq::mx_scale_byte<mxq::E4m3>(0x7FC00000u) == 0xFFu);
+}
+
+TEST_CASE("MXFP4 / MXFP8: blocks at the top of the fp32 range stay finite", "[quant][mxfp4][mxfp8]") {
+  const float fmax = std::numeric_limits<float>::max();
+  float x[32] = {};
+  x[0] = fmax;                      // / 2^126 = 4 - 2^-22 -> 4 (code 6)
+  x[1] = -fmax;                     // -> code 0xE
+  x[2] = std::ldexp(1.0f, 127);     // / 2^126 = 2 (code 4)
+  x[3] = -4.95176e+28f;             // tiny next to the scale: -0 (code 8)
+  x[4] = std::ldexp(-3.0f, 125);    // / 2^126 = -1.5 (code 0xB)
+  x[5] = std::ldexp(2.5f, 126);     // / 2^126 = 2.5: a tie 2 / 3 -> even code 4 (2.0)
+  std::uint8_t data[16], scales[1], gpu[16];
+  quantize_mxfp4_cpu(x, 1, 32, data, scales);
+  CHECK(scales[0] == 0xFD);
+  CHECK(data[0] == 0xE6);
+  CHECK(data[1] == 0x84);
+  CHECK(data[2] == 0x4B);
+  std::uint32_t bits[32];
+  for (int i = 0; i < 32; ++i) bits[i] = std::bit_cast<std::uint32_t>(x[i]);
+  CHECK(gpu_block_on_host(bits, gpu) == scales[0]);
+  CHECK(std::memcmp(gpu, data, 16) == 0);
+  std::vector<double> back(32);
+  dequantize_mxfp4_cpu(data, scales, 1, 32, back.data());
+  CHECK(back[0] == std::ldexp(4.0, 126));
+  CHECK(back[1] == -std::ldexp(4.0, 126));
+  for (double v : back) CHECK(std::isfinite(v));
+
+  // MXFP8: s = 120; FLT_MAX / 2^120 = 256 - 2^-16 -> 256 (0x78).
+  std::uint8_t codes[32], s8[1];
+  quantize_mxfp8_cpu(x, 1, 32, codes, s8);
+  CHECK(s8[0] == 0xF7);
+  CHECK(codes[0] == 0x78);
+  CHECK(codes[1] == 0xF8);
+  for (int i = 0; i < 32; ++i) {
+    INFO("element " << i);
+    CHECK(mxq::encode_scaled<mxq::E4m3>(bits[i], 120) == codes[i]);
+    CHECK((codes[i] & 0x7F) != 0x7F);  // never the NaN code
   }
 }
 
@@ -296,11 +400,32 @@ TEST_CASE("GPU e4m3 arithmetic (host build of the .cuh) matches the CPU MXFP8 qu
 }
 
 TEST_CASE("GPU element encoder (host build) equals float_to_e2m1 / float_to_e4m3 with s = 0", "[quant][gpu-math]") {
+  // NaN and Inf, by hand. e4m3fn: NaN -> S.1111.111 with the input's sign
+  // (0x7F / 0xFF, OCP OFP8); e2m1 has no NaN: +6 (0x7) whatever the sign.
+  // Inf saturates to +-max in both.
+  struct Special { std::uint32_t bits; std::uint32_t e2m1, e4m3; };
+  const Special specials[] = {
+      {0x7FC00000u, 0x7, 0x7F}, {0xFFC00000u, 0x7, 0xFF}, {0x7F800001u, 0x7, 0x7F},
+      {0xFF800001u, 0x7, 0xFF}, {0x7FFFFFFFu, 0x7, 0x7F}, {0xFFFFFFFFu, 0x7, 0xFF},
+      {0x7F800000u, 0x7, 0x7E}, {0xFF800000u, 0xF, 0xFE},
+  };
+  for (const Special& c : specials) {
+    INFO("bits " << c.bits);
+    const float x = from_bits(c.bits);
+    CHECK(mxq::encode_scaled<mxq::E2m1>(c.bits, 0) == c.e2m1);
+    CHECK(mxq::encode_scaled<mxq::E4m3>(c.bits, 0) == c.e4m3);
+    CHECK(float_to_e2m1(x) == c.e2m1);
+    CHECK(float_to_e4m3(x) == c.e4m3);
+    // Any scale: NaN and Inf do not depend on it.
+    CHECK(mxq::encode_scaled<mxq::E4m3>(c.bits, -127) == c.e4m3);
+    CHECK(mxq::encode_scaled<mxq::E4m3>(c.bits, 127) == c.e4m3);
+    CHECK(mxq::encode_scaled<mxq::E2m1>(c.bits, -127) == c.e2m1);
+  }
   TestRng rng(28);
   for (int i = 0; i < 300000; ++i) {
-    const float x = tricky_float(rng, false);
+    const float x = tricky_float(rng, i % 8 == 0);  // NaN / Inf now and then
     const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
-    INFO("x " << x);
+    INFO("x " << x << " bits " << b);
     REQUIRE(mxq::encode_scaled<mxq::E2m1>(b, 0) == float_to_e2m1(x));
     REQUIRE(mxq::encode_scaled<mxq::E4m3>(b, 0) == float_to_e4m3(x));
   }
