@@ -16,6 +16,7 @@
 #include "cache/cache_stats.hpp"
 #include "cache/disk_cache.hpp"
 #include "cache/file_lock.hpp"
+#include "env_guard.hpp"
 #include "test_cache_support.hpp"
 
 using namespace moejit;
@@ -155,13 +156,13 @@ TEST_CASE("faults: MOEJIT_CACHE_DIR naming a regular file: memory only, one warn
   TempDir dir;
   const fs::path file = dir.path() / "file";
   write_file(file, "not a directory");
-  ::setenv("MOEJIT_CACHE_DIR", file.c_str(), 1);
+  EnvGuard env("MOEJIT_CACHE_DIR", file.c_str());
   TinyKernels tk;
   RuntimeOptions o;
   o.generator = tk.generator();
   LogCapture log;
   Runtime rt(o);
-  ::unsetenv("MOEJIT_CACHE_DIR");
+  env.restore();
   CHECK(rt.cache_dir() == file);
   CHECK(log.count_containing("memory only") == 1);
   CHECK(rt.lookup_compiled(tiny_key(88)).origin == CompiledKernel::Origin::compiled);
@@ -234,19 +235,19 @@ TEST_CASE("size cap: MOEJIT_CACHE_MAX_BYTES applies when the option is unset; 0 
   REQUIRE_NVRTC();
   TempDir dir;
   TinyKernels tk;
-  ::setenv("MOEJIT_CACHE_MAX_BYTES", "1", 1);  // smaller than any entry: only the newest stays
   {
+    EnvGuard env("MOEJIT_CACHE_MAX_BYTES", "1");  // smaller than any entry: only the newest stays
     Runtime rt(options_for(dir.path(), tk));
-    ::unsetenv("MOEJIT_CACHE_MAX_BYTES");
+    env.restore();
     for (std::uint32_t n = 131; n <= 133; ++n) rt.compiled(tiny_key(n));
     CHECK(rt.stats().evicted == 2);
   }
   CHECK(cache::list_entries(dir.path()).size() == 1);
   RuntimeOptions o = options_for(dir.path(), tk);
   o.max_cache_bytes = 0;
-  ::setenv("MOEJIT_CACHE_MAX_BYTES", "1", 1);
+  EnvGuard env("MOEJIT_CACHE_MAX_BYTES", "1");
   Runtime rt(o);
-  ::unsetenv("MOEJIT_CACHE_MAX_BYTES");
+  env.restore();
   rt.compiled(tiny_key(134));
   CHECK(rt.stats().evicted == 0);
   CHECK(cache::list_entries(dir.path()).size() == 2);

@@ -9,6 +9,7 @@
 
 #include "cache/cache_admin.hpp"
 #include "cache/disk_cache.hpp"
+#include "env_guard.hpp"
 #include "test_cache_support.hpp"
 
 using namespace moejit;
@@ -115,9 +116,9 @@ TEST_CASE("hostile: a cache directory other users can write to is refused unless
     CHECK(cache::list_entries(cache_dir).size() == 1);
   }
   SECTION("MOEJIT_CACHE_ALLOW_SHARED=1") {
-    ::setenv("MOEJIT_CACHE_ALLOW_SHARED", "1", 1);
+    EnvGuard env("MOEJIT_CACHE_ALLOW_SHARED", "1");
     Runtime rt(options_for(cache_dir, tk));
-    ::unsetenv("MOEJIT_CACHE_ALLOW_SHARED");
+    env.restore();
     rt.compiled(tiny_key(73));
     CHECK(cache::list_entries(cache_dir).size() == 1);
   }
