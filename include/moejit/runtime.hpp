@@ -1,6 +1,7 @@
 #pragma once
 // The kernel runtime: specialization key -> compiled, loaded kernel.
 // Lookup order: in-memory cache -> disk cache (or AOT pack) -> NVRTC compile.
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -32,6 +33,31 @@ struct RuntimeOptions {
   // it must be deterministic (equal keys -> equal KernelSource) and thread-safe.
   // Throwing InvalidArgument means "this key cannot be implemented".
   std::function<KernelSource(const SpecKey&)> generator;
+
+  // Robustness and deployment (docs/cache-format.md, docs/environment.md):
+  // AOT pack (one immutable file written by `moejit-prewarm --pack` or
+  // `moejit-cache export`) mounted read-only in front of the cache directory,
+  // which stays the writable overlay for misses. Empty = $MOEJIT_CACHE_PACK;
+  // neither = no pack. A pack of another library version, NVRTC version or
+  // target is refused (one warning naming the mismatch; the runtime goes on
+  // without it).
+  std::filesystem::path pack;
+  // Target the pack must hold (e.g. the GPU's "sm_90a"); empty = not checked at
+  // mount (a key of another target simply never hits the pack).
+  std::string pack_target;
+  // Use a cache directory that other users can write to (mode & 022) or that
+  // another user owns, and accept entries owned by other users. unset =
+  // MOEJIT_CACHE_ALLOW_SHARED=1; otherwise such a directory is refused (one
+  // warning saying why; kernels stay in memory) and such entries are quarantined.
+  std::optional<bool> allow_shared_cache;
+  // Size cap of the cache directory in bytes: after each publish, least recently
+  // used entries (by the cache's own last-use stamp) are evicted until the total
+  // fits; an entry being read or published elsewhere is skipped. unset =
+  // $MOEJIT_CACHE_MAX_BYTES; 0 = no cap.
+  std::optional<std::uint64_t> max_cache_bytes;
+  // Temp files of interrupted publishes older than this are removed when the
+  // runtime opens the cache directory (10 minutes by default).
+  std::chrono::seconds temp_max_age{600};
 };
 
 // Resource report of one compiled kernel, parsed from ptxas's -v output.
@@ -72,6 +98,9 @@ struct KernelRef {
 struct RuntimeStats {
   std::uint64_t memory_hits = 0, disk_hits = 0, compiles = 0, compile_failures = 0;
   std::uint64_t quarantined = 0, misses_after_seal = 0, module_loads = 0;
+  std::uint64_t pack_hits = 0;       // kernels served by the AOT pack (also counted in disk_hits)
+  std::uint64_t evicted = 0;         // entries evicted by the size cap after this runtime's publishes
+  std::uint64_t publish_failures = 0;  // compiled but not persisted (kept in memory)
   double compile_ms_total = 0.0;
 };
 

@@ -27,13 +27,38 @@ std::string random_suffix() {
   return buf;
 }
 
+std::atomic<FaultInjector> g_fault{nullptr};
+
+// errno to fail `op` with, or 0.
+int injected(FsOp op, const std::filesystem::path& path) noexcept {
+  FaultInjector f = g_fault.load(std::memory_order_relaxed);
+  return f ? f(op, path) : 0;
+}
+
 }  // namespace
+
+void set_fault_injector_for_testing(FaultInjector injector) noexcept { g_fault.store(injector); }
+
+std::string_view to_string(FsOp op) noexcept {
+  switch (op) {
+    case FsOp::create_temp: return "create_temp";
+    case FsOp::write: return "write";
+    case FsOp::fsync: return "fsync";
+    case FsOp::rename: return "rename";
+    case FsOp::mkdir: return "mkdir";
+  }
+  return "unknown";
+}
 
 AtomicFile::AtomicFile(std::filesystem::path target, Durability durability)
     : target_(std::move(target)), durability_(durability) {
   for (int attempt = 0; attempt < 8; ++attempt) {
     temp_ = target_;
     temp_ += std::string(kTempMarker) + std::to_string(::getpid()) + "." + random_suffix();
+    if (int e = injected(FsOp::create_temp, temp_)) {
+      errno = e;
+      break;
+    }
     fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd_ >= 0) return;
     if (errno != EEXIST) break;
@@ -51,7 +76,9 @@ void AtomicFile::write(std::string_view bytes) {
   const char* p = bytes.data();
   std::size_t left = bytes.size();
   while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
+    ssize_t n;
+    if (int e = injected(FsOp::write, temp_)) errno = e, n = -1;
+    else n = ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
       int e = errno;
@@ -63,6 +90,9 @@ void AtomicFile::write(std::string_view bytes) {
 }
 
 void AtomicFile::commit() {
+  if (int e = injected(FsOp::fsync, temp_)) {
+    throw Error("cannot fsync " + temp_.string() + ": " + errno_text(e));
+  }
   if (durability_ == Durability::fsync && ::fsync(fd_) != 0) {
     int e = errno;
     throw Error("cannot fsync " + temp_.string() + ": " + errno_text(e));
@@ -73,8 +103,9 @@ void AtomicFile::commit() {
     int e = errno;
     throw Error("cannot close " + temp_.string() + ": " + errno_text(e));
   }
-  if (::rename(temp_.c_str(), target_.c_str()) != 0) {
-    int e = errno;
+  const int fault = injected(FsOp::rename, target_);
+  if (fault != 0 || ::rename(temp_.c_str(), target_.c_str()) != 0) {
+    int e = fault != 0 ? fault : errno;
     throw Error("cannot rename " + temp_.string() + " to " + target_.string() + ": " + errno_text(e));
   }
   committed_ = true;
@@ -93,8 +124,11 @@ void create_private_directories(const std::filesystem::path& dir) {
   for (const auto& part : dir) {
     cur /= part;
     if (cur.empty() || cur == cur.root_path()) continue;
-    if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) {
-      int e = errno;
+    // An injected fault acts like a real one: an existing directory is EEXIST first.
+    struct stat cst{};
+    const int fault = ::stat(cur.c_str(), &cst) == 0 ? 0 : injected(FsOp::mkdir, cur);
+    if (fault != 0 || (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST)) {
+      int e = fault != 0 ? fault : errno;
       throw Error("cannot create cache directory " + cur.string() + ": " + errno_text(e));
     }
   }
@@ -108,7 +142,7 @@ ReadResult read_regular_file(const std::filesystem::path& path, std::uint64_t ma
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
-    if (e == ENOENT) r.status = ReadStatus::absent;
+    if (e == ENOENT || e == ENOTDIR) r.status = ReadStatus::absent;  // ENOTDIR: a file where the shard folder should be
     else if (e == ELOOP) r.status = ReadStatus::not_regular, r.error = "is a symbolic link";
     else r.error = errno_text(e);
     return r;
@@ -121,6 +155,7 @@ ReadResult read_regular_file(const std::filesystem::path& path, std::uint64_t ma
   }
   r.dev = st.st_dev;
   r.ino = st.st_ino;
+  r.uid = st.st_uid;
   if (!S_ISREG(st.st_mode)) {
     r.status = ReadStatus::not_regular;
     r.error = S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file";

@@ -2,6 +2,7 @@
 // Crash-safe publication of one file: write a private temp file in the target's
 // directory, fsync it, rename() it over the target, fsync the directory.
 // Readers see the old file or the complete new one, never a partial one.
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -44,6 +45,28 @@ class AtomicFile {
 // Marker that every temp file name contains; verify/sweep recognize debris by it.
 inline constexpr std::string_view kTempMarker = ".tmp.";
 
+// Why 10 minutes: a publish takes milliseconds (write + fsync + rename of one
+// cubin); a temp file this old belongs to a process that died mid-publish.
+inline constexpr std::chrono::seconds kDefaultTempMaxAge{600};
+
+// File-system operations that the test-only fault injector can fail.
+enum class FsOp : unsigned char {
+  create_temp,  // AtomicFile: open(O_CREAT|O_EXCL) of the temp file
+  write,        // AtomicFile::write: each write() call
+  fsync,        // AtomicFile::commit: fsync of the temp file
+  rename,       // AtomicFile::commit: rename over the target
+  mkdir,        // create_private_directories: each mkdir()
+};
+std::string_view to_string(FsOp op) noexcept;
+
+// TEST-ONLY hook: when set, called before each operation above with the path it
+// acts on; a non-zero return value is used as the errno the operation fails
+// with (EROFS, ENOSPC, EIO, ...), 0 lets it proceed. It may also stop the
+// process (crash tests raise SIGKILL at a chosen step). Library and tool code
+// never set it; nullptr (the default) costs one relaxed atomic load per operation.
+using FaultInjector = int (*)(FsOp op, const std::filesystem::path& path) noexcept;
+void set_fault_injector_for_testing(FaultInjector injector) noexcept;
+
 // fsync() of a directory (Why: rename() is durable only once the directory entry
 // is; ext4/xfs with data=ordered usually are, NFS and others not). Never throws.
 void fsync_directory(const std::filesystem::path& dir) noexcept;
@@ -58,6 +81,7 @@ struct ReadResult {
   std::string bytes;
   std::string error;  // for not_regular / error: why (errno text, "is a directory", "is a symlink")
   std::uint64_t dev = 0, ino = 0;  // identity of what was opened (when it could be)
+  std::uint32_t uid = 0;           // owner of what was opened (when it could be)
 };
 // Identity (st_dev, st_ino) of `path` itself (lstat); nullopt when absent.
 std::optional<std::pair<std::uint64_t, std::uint64_t>> file_identity(const std::filesystem::path& path) noexcept;

@@ -1,6 +1,7 @@
 #include "cache/cache_admin.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -121,14 +122,14 @@ std::string_view to_string(ProblemKind k) {
   return "unknown";
 }
 
-VerifyReport verify_all(const fs::path& dir, VerifyAction action) {
+VerifyReport verify_all(const fs::path& dir, VerifyAction action, Ownership ownership) {
   VerifyReport report;
-  DiskCache dc(dir);
+  DiskCache dc(dir, ownership);
   const auto now = std::time(nullptr);
   auto problem = [&](const fs::path& p, ProblemKind kind, std::string msg) {
     if (action == VerifyAction::repair) {
       if (kind == ProblemKind::temp_debris) {
-        if (now - mtime_of(p) > 600) {
+        if (now - mtime_of(p) > kDefaultTempMaxAge.count()) {
           std::error_code ec;
           fs::remove(p, ec);
           msg += " (removed)";
@@ -144,7 +145,9 @@ VerifyReport verify_all(const fs::path& dir, VerifyAction action) {
 
   for_each_child(dir, [&](const fs::path& p) {
     const std::string name = p.filename().string();
-    if (name == "entries" || name == "quarantine" || name == "stats.json" || name == "stats.lock") return;
+    if (name == "entries" || name == "quarantine" || name == "stats.json" || name == "stats.lock" ||
+        name == "nvrtc_version")
+      return;
     if (is_temp(name)) problem(p, ProblemKind::temp_debris, "leftover temp file of an interrupted write");
     else problem(p, ProblemKind::foreign, "not written by moejit");
   });
@@ -169,6 +172,8 @@ VerifyReport verify_all(const fs::path& dir, VerifyAction action) {
       }
       ReadResult f = read_regular_file(p, kMaxEntryBytes + (1 << 20));
       if (f.status != ReadStatus::ok) return problem(p, ProblemKind::corrupt, "unreadable: " + f.error);
+      if (std::string why = owner_problem(f.uid, ownership); !why.empty())
+        return problem(p, ProblemKind::corrupt, why);
       DecodeResult d = decode_entry(f.bytes);
       if (!d.entry) return problem(p, ProblemKind::corrupt, d.error);
       if (std::string why = check_entry(*d.entry, parsed->first, nullptr); !why.empty())
@@ -181,49 +186,115 @@ VerifyReport verify_all(const fs::path& dir, VerifyAction action) {
   return report;
 }
 
+namespace {
+
+std::int64_t mtime_ns_of(const fs::path& p) {
+  struct stat st{};
+  if (::lstat(p.c_str(), &st) != 0) return 0;
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+bool is_temp_name(const std::string& name) { return name.find(kTempMarker) != std::string::npos; }
+
+struct Candidate {
+  Hash128 address;
+  fs::path path;
+  std::uint64_t bytes = 0;
+  std::int64_t last_used_ns = 0;
+};
+
+// stat()-only scan of the entries (no reads): size and last use.
+std::vector<Candidate> scan_entries(const fs::path& dir) {
+  std::vector<Candidate> out;
+  for_each_child(dir / "entries", [&](const fs::path& sub) {
+    std::error_code ec;
+    if (!fs::is_directory(fs::symlink_status(sub, ec))) return;
+    for_each_child(sub, [&](const fs::path& p) {
+      auto parsed = parse_name(p.filename().string());
+      if (!parsed || parsed->second != "entry") return;
+      Candidate c;
+      c.address = parsed->first;
+      c.path = p;
+      c.bytes = size_of(p);
+      fs::path stamp = p;
+      stamp.replace_extension(".used");
+      c.last_used_ns = mtime_ns_of(stamp);
+      if (c.last_used_ns == 0) c.last_used_ns = mtime_ns_of(p);
+      out.push_back(std::move(c));
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+std::size_t sweep_temp_files(const fs::path& dir, std::chrono::seconds max_age) {
+  const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
+  std::size_t removed = 0;
+  auto sweep = [&](const fs::path& p) {
+    if (!is_temp_name(p.filename().string())) return;
+    struct stat st{};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    if (now - static_cast<std::int64_t>(st.st_mtim.tv_sec) < max_age.count()) return;
+    if (::unlink(p.c_str()) == 0) ++removed;
+  };
+  for_each_child(dir, sweep);
+  for_each_child(dir / "entries", [&](const fs::path& sub) {
+    std::error_code ec;
+    if (fs::is_directory(fs::symlink_status(sub, ec))) for_each_child(sub, sweep);
+  });
+  return removed;
+}
+
 PruneReport prune(const fs::path& dir, const PruneOptions& options) {
   PruneReport r;
   DiskCache dc(dir);
-  const std::int64_t now = static_cast<std::int64_t>(std::time(nullptr));
-  std::vector<EntryInfo> entries = list_entries(dir);
+  const std::int64_t now_ns = static_cast<std::int64_t>(std::time(nullptr)) * 1000000000;
+  std::vector<Candidate> entries = scan_entries(dir);
   // Most recently used first: the prefix within max_bytes is kept.
   std::sort(entries.begin(), entries.end(),
-            [](const EntryInfo& a, const EntryInfo& b) { return a.last_used_unix > b.last_used_unix; });
+            [](const Candidate& a, const Candidate& b) { return a.last_used_ns > b.last_used_ns; });
+  if (options.keep) {
+    auto it = std::find_if(entries.begin(), entries.end(), [&](const Candidate& c) { return c.address == *options.keep; });
+    if (it != entries.end()) std::rotate(entries.begin(), it, it + 1);
+  }
   std::uint64_t total = 0;
-  auto remove_entry = [&](const EntryInfo& e) {
+  auto remove_entry = [&](const Candidate& e) {
+    // Why skip when we cannot lock at once: a reader holds it shared (loading
+    // this entry now) or a publisher exclusively (writing it); evicting now
+    // would only make it compile again.
     FileLock lock = FileLock::try_acquire(dc.lock_path(e.address));
-    // Why skip when we cannot lock: another process holds it to publish this
-    // very entry; evicting now would only make it compile again.
     if (!lock.locked()) {
       ++r.skipped_locked;
       return false;
     }
+    if (::unlink(e.path.c_str()) != 0) return false;
     std::error_code ec;
-    fs::remove(e.path, ec);
     fs::remove(dc.stamp_path(e.address), ec);
-    fs::remove(dc.lock_path(e.address), ec);
     ++r.removed_entries;
-    r.removed_bytes += e.file_bytes;
+    r.removed_bytes += e.bytes;
     return true;
   };
   for (const auto& e : entries) {
-    bool too_old = options.older_than && now - e.last_used_unix > options.older_than->count();
-    bool over = options.max_bytes && total + e.file_bytes > *options.max_bytes;
-    if ((too_old || over) && remove_entry(e)) continue;
-    total += e.file_bytes;
+    const bool protected_entry = options.keep && e.address == *options.keep;
+    const bool too_old =
+        options.older_than && now_ns - e.last_used_ns > std::int64_t{options.older_than->count()} * 1000000000;
+    const bool over = options.max_bytes && total + e.bytes > *options.max_bytes;
+    if (!protected_entry && (too_old || over) && remove_entry(e)) continue;
+    total += e.bytes;
     ++r.kept_entries;
-    r.kept_bytes += e.file_bytes;
+    r.kept_bytes += e.bytes;
   }
   // Temp debris and orphan stamps/locks (no entry) older than temp_max_age.
+  r.removed_temp = sweep_temp_files(dir, options.temp_max_age);
+  const std::int64_t now = now_ns / 1000000000;
   for_each_child(dir / "entries", [&](const fs::path& sub) {
     for_each_child(sub, [&](const fs::path& p) {
-      const std::string name = p.filename().string();
-      bool temp = name.find(kTempMarker) != std::string::npos;
-      auto parsed = parse_name(name);
+      auto parsed = parse_name(p.filename().string());
       bool orphan = parsed && parsed->second != "entry" && !fs::exists(dc.entry_path(parsed->first));
-      if ((temp || orphan) && now - mtime_of(p) > options.temp_max_age.count()) {
+      if (orphan && now - mtime_of(p) > options.temp_max_age.count()) {
         std::error_code ec;
-        if (fs::remove(p, ec) && temp) ++r.removed_temp;
+        fs::remove(p, ec);
       }
     });
   });

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/cache_stats.hpp"
+#include "cache/disk_cache.hpp"
 #include "cache/entry_format.hpp"
 
 namespace moejit::cache {
@@ -52,7 +53,7 @@ struct Problem {
 
 enum class VerifyAction : std::uint8_t {
   report,  // change nothing
-  repair,  // quarantine corrupt entries and foreign files under entries/, remove temp debris older than 10 minutes
+  repair,  // quarantine corrupt entries and foreign files under entries/, remove temp debris older than kDefaultTempMaxAge
 };
 
 struct VerifyReport {
@@ -63,12 +64,15 @@ struct VerifyReport {
 
 // Checks every entry fully (as a load would, plus file name == content address)
 // and reports anything else found under the directory. Never throws except bad_alloc.
-VerifyReport verify_all(const std::filesystem::path& dir, VerifyAction action = VerifyAction::report);
+// Entries owned by another user are corrupt under Ownership::private_only.
+VerifyReport verify_all(const std::filesystem::path& dir, VerifyAction action = VerifyAction::report,
+                        Ownership ownership = Ownership::private_only);
 
 struct PruneOptions {
   std::optional<std::uint64_t> max_bytes;         // keep the most recently used entries within this total
   std::optional<std::chrono::seconds> older_than;  // remove entries not used for this long
-  std::chrono::seconds temp_max_age{3600};         // temp debris older than this is removed
+  std::chrono::seconds temp_max_age{600};          // temp debris (and orphan stamps/locks) older than this is removed
+  std::optional<Hash128> keep;                     // never evicted (the entry just published by the caller)
 };
 
 struct PruneReport {
@@ -77,9 +81,22 @@ struct PruneReport {
 };
 
 // Evicts least-recently-used entries (by the .used stamp the cache records on
-// every load, not atime). Skips an entry whose lock is held (being published).
-// Never throws except bad_alloc.
+// every load, nanosecond mtime; not atime) until the rest fits in max_bytes,
+// and entries unused for longer than older_than. Takes each victim's lock
+// exclusively without waiting and skips it when busy (a process reading it
+// holds the lock shared, a publisher exclusively). Scans with stat() only (no
+// entry is read), so the Runtime runs it after every publish when a cap is set
+// (RuntimeOptions::max_cache_bytes, MOEJIT_CACHE_MAX_BYTES); `moejit-cache
+// prune` calls the same function. Lock files of evicted entries are kept (a
+// waiter may hold the inode); orphan stamps and locks go with temp debris by
+// age. Never throws except bad_alloc.
 PruneReport prune(const std::filesystem::path& dir, const PruneOptions& options);
+
+// Removes temp files of interrupted publishes ("*.tmp.*" directly under <dir>
+// and under <dir>/entries/<shard>/) whose mtime is older than max_age. Returns
+// how many were removed. Called by the Runtime when it opens a directory, by
+// prune and by verify --repair. Never throws except bad_alloc.
+std::size_t sweep_temp_files(const std::filesystem::path& dir, std::chrono::seconds max_age);
 
 struct ClearReport {
   std::size_t removed_files = 0;

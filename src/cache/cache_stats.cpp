@@ -95,4 +95,29 @@ bool reset_stats(const fs::path& dir) noexcept {
   }
 }
 
+bool record_nvrtc_version(const fs::path& dir, const std::string& version) noexcept {
+  try {
+    if (read_recorded_nvrtc_version(dir) == version) return true;
+    AtomicFile f(dir / "nvrtc_version", Durability::none);
+    f.write(version + "\n");
+    f.commit();
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::optional<std::string> read_recorded_nvrtc_version(const fs::path& dir) noexcept {
+  try {
+    ReadResult f = read_regular_file(dir / "nvrtc_version", 64);
+    if (f.status != ReadStatus::ok) return std::nullopt;
+    std::string v = f.bytes;
+    while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
+    if (v.empty() || v.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace moejit::cache

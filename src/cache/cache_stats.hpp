@@ -4,6 +4,7 @@
 // update lost at a crash is acceptable). Processes add deltas in batches.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace moejit::cache {
@@ -33,5 +34,12 @@ bool add_stats(const std::filesystem::path& dir, const PersistentStats& delta) n
 
 // Resets the counters to zero. Never throws; false when not writable.
 bool reset_stats(const std::filesystem::path& dir) noexcept;
+
+// <dir>/nvrtc_version: the NVRTC version ("13.0") of the last process that
+// published into the directory. Lets a process without libnvrtc compute the
+// content addresses of the entries it may load (Runtime, docs/cache-format.md).
+// record: never throws, false when not writable; read: nullopt when absent or malformed.
+bool record_nvrtc_version(const std::filesystem::path& dir, const std::string& version) noexcept;
+std::optional<std::string> read_recorded_nvrtc_version(const std::filesystem::path& dir) noexcept;
 
 }  // namespace moejit::cache

@@ -30,7 +30,27 @@ std::string check_entry(const Entry& entry, const Hash128& address, const Addres
   return {};
 }
 
-DiskCache::DiskCache(fs::path dir) : dir_(std::move(dir)) {}
+DiskCache::DiskCache(fs::path dir, Ownership ownership) : dir_(std::move(dir)), ownership_(ownership) {}
+
+std::string owner_problem(std::uint32_t uid, Ownership ownership) {
+  if (ownership == Ownership::shared || uid == ::geteuid()) return {};
+  return "owned by uid " + std::to_string(uid) + ", not by the current user (uid " + std::to_string(::geteuid()) +
+         "); set MOEJIT_CACHE_ALLOW_SHARED=1 to accept other users' entries";
+}
+
+std::string directory_trust_problem(const fs::path& dir) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) return {};
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  // Why refuse: whoever can write into the directory can plant a cubin that this
+  // process would load and run on the GPU with its privileges.
+  if (st.st_uid != ::geteuid())
+    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by the current user (uid " +
+           std::to_string(::geteuid()) + ")";
+  if (st.st_mode & 022) return std::string("it is writable by other users (mode ") + mode + ")";
+  return {};
+}
 
 namespace {
 std::string hex_of(const Hash128& h) {
@@ -70,11 +90,20 @@ LoadResult DiskCache::load(const Hash128& address, const AddressPayload& expecte
 LoadResult DiskCache::load_once(const Hash128& address, const AddressPayload& expected, bool may_retry) const {
   LoadResult out;
   const fs::path path = entry_path(address);
-  ReadResult file = read_regular_file(path, kMaxEntryBytes + (1 << 20));
+  ReadResult file;
+  {
+    // Why only a non-blocking attempt: an exclusive holder is a publisher (the
+    // rename makes reading safe anyway) or an evictor (we then see no entry and
+    // compile); waiting would stall a lookup for a whole compile.
+    FileLock reading = FileLock::try_acquire_shared(lock_path(address));
+    file = read_regular_file(path, kMaxEntryBytes + (1 << 20));
+  }
   if (file.status == ReadStatus::absent) return out;
   std::string reason;
   if (file.status != ReadStatus::ok) {
     reason = "unreadable: " + file.error;
+  } else if (std::string why = owner_problem(file.uid, ownership_); !why.empty()) {
+    reason = why;
   } else {
     DecodeResult d = decode_entry(file.bytes);
     if (!d.entry) reason = d.error;

@@ -34,10 +34,17 @@ struct LoadResult {
 // given) the payload the caller expects; "" when none.
 std::string check_entry(const Entry& entry, const Hash128& address, const AddressPayload* expected);
 
+// Whose files the cache accepts.
+enum class Ownership : unsigned char {
+  private_only,  // entries must be owned by the effective user (default)
+  shared,        // any owner (MOEJIT_CACHE_ALLOW_SHARED=1, RuntimeOptions::allow_shared_cache)
+};
+
 class DiskCache {
  public:
   // Touches nothing on disk.
-  explicit DiskCache(std::filesystem::path dir);
+  explicit DiskCache(std::filesystem::path dir, Ownership ownership = Ownership::private_only);
+  Ownership ownership() const noexcept { return ownership_; }
 
   const std::filesystem::path& dir() const noexcept { return dir_; }
   std::filesystem::path entries_dir() const { return dir_ / "entries"; }
@@ -49,8 +56,11 @@ class DiskCache {
   // Creates <dir>, entries/ and quarantine/ (0700). Throws Error naming the path.
   void ensure_layout() const;
 
-  // Reads and verifies the entry at `address` (magic, version, sizes, checksums,
-  // header grammar, payload == expected, address of the payload == address).
+  // Reads and verifies the entry at `address` (owner under Ownership::private_only,
+  // magic, version, sizes, checksums, header grammar, payload == expected,
+  // address of the payload == address). While reading it holds a shared flock
+  // on the entry's lock file when it can get one at once, so that eviction
+  // (which takes the lock exclusively, without waiting) skips it.
   // A bad entry is quarantined with one warning naming it. Never throws
   // (except bad_alloc); an unreadable entry is treated as bad.
   LoadResult load(const Hash128& address, const AddressPayload& expected) const;
@@ -74,6 +84,16 @@ class DiskCache {
  private:
   LoadResult load_once(const Hash128& address, const AddressPayload& expected, bool may_retry) const;
   std::filesystem::path dir_;
+  Ownership ownership_ = Ownership::private_only;
 };
+
+// Why a cache directory cannot be trusted: "" when it is owned by the effective
+// user and not writable by group or others; otherwise the reason, e.g.
+// "it is writable by other users (mode 0777)". A missing directory is "".
+std::string directory_trust_problem(const std::filesystem::path& dir);
+
+// Problem of a file's owner under `ownership`: "" or "owned by uid 65534, not by
+// the current user (uid 0)".
+std::string owner_problem(std::uint32_t uid, Ownership ownership);
 
 }  // namespace moejit::cache

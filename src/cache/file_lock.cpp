@@ -41,6 +41,19 @@ FileLock FileLock::try_acquire(const std::filesystem::path& path) {
   return acquire(path, std::chrono::milliseconds(0));
 }
 
+FileLock FileLock::try_acquire_shared(const std::filesystem::path& path) {
+  FileLock l;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) fd = open_lock_file(path);
+  if (fd < 0) return l;
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    l.fd_ = fd;
+    return l;
+  }
+  ::close(fd);
+  return l;
+}
+
 FileLock::~FileLock() { release(); }
 
 FileLock::FileLock(FileLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}

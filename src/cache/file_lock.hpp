@@ -16,6 +16,10 @@ class FileLock {
   static FileLock acquire(const std::filesystem::path& path, std::chrono::milliseconds timeout);
   // Non-blocking attempt.
   static FileLock try_acquire(const std::filesystem::path& path);
+  // Non-blocking shared flock (readers of an entry): coexists with other shared
+  // holders, excludes an exclusive one (an evictor or a publisher). Opens the
+  // file read-only when it exists, so it works in a read-only directory too.
+  static FileLock try_acquire_shared(const std::filesystem::path& path);
 
   ~FileLock();
   FileLock(FileLock&& o) noexcept;

@@ -1,5 +1,8 @@
 #include "prewarm/tool_support.hpp"
 
+#include "cache/disk_cache.hpp"
+#include "util/env.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -127,6 +130,11 @@ void check_cache_dir_usable(const std::filesystem::path& dir) {
     fs::create_directories(dir, ec);
     if (ec) throw EnvironmentError("cannot create cache directory '" + dir.string() + "': " + ec.message());
     fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  }
+  if (!util::env::cache_allow_shared()) {
+    if (std::string why = cache::directory_trust_problem(dir); !why.empty())
+      throw EnvironmentError("cache directory '" + dir.string() + "' refused: " + why +
+                             " (set MOEJIT_CACHE_ALLOW_SHARED=1 to share it on purpose)");
   }
   // Why a real probe file and not access(W_OK): access() ignores read-only
   // mounts on some file systems and ACLs; creating a file is the real test.

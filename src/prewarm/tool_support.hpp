@@ -51,8 +51,9 @@ std::string format_bytes(std::uint64_t bytes);
 // 950 -> "950 ms", 12500 -> "12.5 s", 125000 -> "2 min 5 s".
 std::string format_ms(double ms);
 
-// Creates `dir` (0700) if absent and checks that a file can be created in it.
-// Throws EnvironmentError naming the directory and the reason.
+// Creates `dir` (0700) if absent and checks that a file can be created in it
+// and that it is private (owned by the user, not writable by others) unless
+// MOEJIT_CACHE_ALLOW_SHARED=1. Throws EnvironmentError naming the directory and the reason.
 void check_cache_dir_usable(const std::filesystem::path& dir);
 
 }  // namespace moejit::tools

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "codegen/kernel_source.hpp"
+#include "cache/cache_admin.hpp"
 #include "compiler/nvrtc_compiler.hpp"
 #include "moejit/error.hpp"
 #include "runtime/runtime_impl.hpp"
@@ -49,7 +50,31 @@ KernelSlot* Runtime::Impl::find_ready(const SpecKey& key, const Hash128& key_has
 const std::string& Runtime::Impl::nvrtc_version_text() {
   std::call_once(nvrtc_once, [&] {
     try {
+      if (test_no_nvrtc) throw DriverError("libnvrtc not found (RuntimeAccess::pretend_nvrtc_missing)");
       nvrtc_version = compiler::nvrtc_version_text();
+      if (pack && pack->manifest().nvrtc_version != nvrtc_version) {
+        pack_problem = "AOT pack " + pack->path().string() + " refused: " +
+                       pack->mismatch(cache::library_version(), nvrtc_version, std::nullopt);
+        util::logger()->warn("{}; it is not used (kernels come from the cache directory or NVRTC)", pack_problem);
+        pack.reset();
+      }
+    } catch (const DriverError&) {
+      // Why: a node that only loads prebuilt cubins needs no NVRTC. The content
+      // address contains the NVRTC version; without libnvrtc we take the one the
+      // pack was built with, else the one last recorded in the cache directory
+      // (<dir>/nvrtc_version). Entries are still fully verified; a miss then
+      // needs NVRTC and fails with the DriverError naming libnvrtc.
+      std::optional<std::string> assumed;
+      if (pack) assumed = pack->manifest().nvrtc_version;
+      else if (disk) assumed = cache::read_recorded_nvrtc_version(disk->dir());
+      if (assumed) {
+        nvrtc_version = *assumed;
+        nvrtc_assumed = true;
+        util::logger()->info("libnvrtc not available: looking kernels up as NVRTC {} (from {})", nvrtc_version,
+                             pack ? "the AOT pack" : "the cache directory");
+      } else {
+        nvrtc_error = std::current_exception();
+      }
     } catch (...) {
       nvrtc_error = std::current_exception();
     }
@@ -133,6 +158,27 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::obtain(const SpecKey& key, 
                                                             const cache::AddressPayload& payload,
                                                             const Hash128& address, CompiledKernel::Origin& origin) {
   const std::string key_text = key.to_text();
+
+  if (pack) {
+    cache::Pack::Lookup l = pack->load(address, &payload);
+    if (l.status == cache::Pack::Status::hit) {
+      origin = CompiledKernel::Origin::disk;
+      pack_hits.fetch_add(1, std::memory_order_relaxed);
+      disk_hits.fetch_add(1, std::memory_order_relaxed);
+      cache::PersistentStats d;
+      d.disk_hits = 1;
+      record(d, false);
+      util::logger()->debug("pack hit {} for key {}", address.hex(), key_text);
+      return from_entry(address, std::move(*l.entry));
+    }
+    if (l.status == cache::Pack::Status::bad) {
+      // Why no quarantine: the pack is read-only and shared; the directory
+      // overlay takes over for this kernel.
+      if (!pack_bad_warned.exchange(true))
+        util::logger()->warn("AOT pack {}: entry {} is bad ({}); using the cache directory / NVRTC for it",
+                             pack->path().string(), address.hex(), l.reason);
+    }
+  }
   if (!disk) {
     origin = CompiledKernel::Origin::compiled;
     return compile_and_publish(key, key_text, src, payload, address);
@@ -185,6 +231,9 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::compile_and_publish(const S
                                                                          const Hash128& address) {
   compiler::CompileOutput out;
   try {
+    if (test_no_nvrtc || nvrtc_assumed)
+      throw DriverError("libnvrtc not found: kernel for key " + key_text +
+                        " is neither in the AOT pack nor in the cache directory, and compiling it needs NVRTC");
     out = compiler::compile(src, key.target, key_text);
   } catch (const CompileError&) {
     compile_failures.fetch_add(1, std::memory_order_relaxed);
@@ -227,10 +276,12 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::compile_and_publish(const S
     e.cubin = out.cubin;
     try {
       disk->publish(address, e);
+      after_publish(address);
     } catch (const std::exception& ex) {
       // Why not fail: the kernel is compiled and correct; only persistence failed
       // (disk full, read-only directory). Serve from memory.
       d.publish_failures = 1;
+      publish_failures.fetch_add(1, std::memory_order_relaxed);
       if (!publish_warned.exchange(true))
         util::logger()->warn("cannot write cache entry ({}); kernels stay in memory only", ex.what());
       else
@@ -240,6 +291,26 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::compile_and_publish(const S
   k->cubin = std::move(out.cubin);
   record(d, true);
   return k;
+}
+
+void Runtime::Impl::after_publish(const Hash128& address) noexcept {
+  try {
+    if (!nvrtc_version_recorded.exchange(true) && !nvrtc_assumed)
+      cache::record_nvrtc_version(disk->dir(), nvrtc_version);
+    if (!max_bytes) return;
+    cache::PruneOptions o;
+    o.max_bytes = max_bytes;
+    o.keep = address;
+    o.temp_max_age = options.temp_max_age;
+    const cache::PruneReport r = cache::prune(disk->dir(), o);
+    if (r.removed_entries) {
+      evicted.fetch_add(r.removed_entries, std::memory_order_relaxed);
+      util::logger()->debug("size cap {} bytes: evicted {} least recently used entries ({} bytes){}", *max_bytes,
+                            r.removed_entries, r.removed_bytes,
+                            r.skipped_locked ? fmt::format(", skipped {} in use", r.skipped_locked) : std::string());
+    }
+  } catch (...) {
+  }
 }
 
 }  // namespace moejit

@@ -12,15 +12,68 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
   util::logger();  // Why first: the logger must outlive this object at static destruction.
   cache_dir = options.cache_dir.empty() ? util::env::cache_dir() : options.cache_dir;
   policy = options.seal_policy.value_or(util::env::strict() ? SealPolicy::strict : SealPolicy::warn);
-  if (options.use_disk_cache) {
-    try {
-      cache::DiskCache d(cache_dir);
-      d.ensure_layout();
-      disk.emplace(std::move(d));
-    } catch (const std::exception& e) {
-      util::logger()->warn("cache directory unusable ({}); kernels stay in memory only", e.what());
+  if (options.use_disk_cache) open_disk_cache();
+  mount_pack();
+}
+
+void Runtime::Impl::open_disk_cache() {
+  const bool shared = options.allow_shared_cache.value_or(util::env::cache_allow_shared());
+  max_bytes = options.max_cache_bytes ? (*options.max_cache_bytes ? options.max_cache_bytes : std::nullopt)
+                                      : util::env::cache_max_bytes();
+  try {
+    cache::DiskCache d(cache_dir, shared ? cache::Ownership::shared : cache::Ownership::private_only);
+    if (!shared) {
+      // Why before creating anything in it: a directory others can write to may
+      // already hold a planted entry; refuse it outright.
+      for (const auto& p : {cache_dir, d.entries_dir()}) {
+        if (std::string why = cache::directory_trust_problem(p); !why.empty()) {
+          util::logger()->warn(
+              "cache directory {} refused: {}; kernels stay in memory only (to share a cache directory between "
+              "users on purpose, set MOEJIT_CACHE_ALLOW_SHARED=1 or RuntimeOptions::allow_shared_cache)",
+              p.string(), why);
+          return;
+        }
+      }
     }
+    d.ensure_layout();
+    disk.emplace(std::move(d));
+  } catch (const std::exception& e) {
+    util::logger()->warn("cache directory unusable ({}); kernels stay in memory only", e.what());
+    return;
   }
+  try {
+    const std::size_t swept = cache::sweep_temp_files(cache_dir, options.temp_max_age);
+    if (swept) util::logger()->info("removed {} leftover temp file(s) of interrupted publishes in {}", swept, cache_dir.string());
+  } catch (...) {
+  }
+}
+
+void Runtime::Impl::mount_pack() {
+  std::filesystem::path path = options.pack;
+  if (path.empty()) {
+    auto env = util::env::cache_pack();
+    if (!env) return;
+    path = *env;
+  }
+  try {
+    auto p = cache::Pack::open(path);
+    // The NVRTC version is checked on first use (nvrtc_version_text): opening
+    // libnvrtc here would cost every process that never looks a kernel up.
+    std::optional<std::string> target;
+    if (!options.pack_target.empty()) target = options.pack_target;
+    pack_problem = p->mismatch(cache::library_version(), std::nullopt, target);
+    if (pack_problem.empty()) {
+      pack = std::move(p);
+      util::logger()->info("AOT pack {} mounted: {} kernels, {} keys, target {}, NVRTC {}", path.string(),
+                           pack->head().index.size(), pack->manifest().keys.size(), pack->manifest().target,
+                           pack->manifest().nvrtc_version);
+      return;
+    }
+    pack_problem = "AOT pack " + path.string() + " refused: " + pack_problem;
+  } catch (const std::exception& e) {
+    pack_problem = e.what();
+  }
+  util::logger()->warn("{}; it is not used (kernels come from the cache directory or NVRTC)", pack_problem);
 }
 
 Runtime::Impl::~Impl() {
@@ -133,6 +186,9 @@ RuntimeStats Runtime::stats() const {
   s.quarantined = impl_->quarantined.load();
   s.misses_after_seal = impl_->misses_after_seal.load();
   s.module_loads = impl_->module_loads.load();
+  s.pack_hits = impl_->pack_hits.load();
+  s.evicted = impl_->evicted.load();
+  s.publish_failures = impl_->publish_failures.load();
   std::lock_guard lock(impl_->pending_mu);
   s.compile_ms_total = impl_->compile_ms_total;
   return s;

@@ -10,6 +10,7 @@
 
 #include "cache/cache_stats.hpp"
 #include "cache/disk_cache.hpp"
+#include "cache/pack.hpp"
 #include "moejit/runtime.hpp"
 #include "runtime/slots.hpp"
 
@@ -28,6 +29,16 @@ struct Runtime::Impl {
   std::atomic<bool> sealed{false};
   std::atomic<bool> publish_warned{false};
 
+  // AOT pack mounted in front of the directory (null: none or refused).
+  std::shared_ptr<const cache::Pack> pack;
+  std::string pack_problem;  // why the configured pack was refused ("" otherwise)
+  std::atomic<bool> pack_bad_warned{false};
+  std::optional<std::uint64_t> max_bytes;  // size cap of the directory
+  std::atomic<bool> nvrtc_version_recorded{false};
+  // TEST-ONLY (RuntimeAccess::pretend_nvrtc_missing): behave as on a machine without libnvrtc.
+  bool test_no_nvrtc = false;
+  bool nvrtc_assumed = false;  // nvrtc_version came from the pack / the directory, not from libnvrtc
+
   // Maps. Why one shared_mutex for both: lookups take it shared; inserts are rare
   // (once per key / per kernel) and short.
   mutable std::shared_mutex map_mu;
@@ -42,6 +53,7 @@ struct Runtime::Impl {
   // Counters (RuntimeStats) and the batch of persistent deltas.
   std::atomic<std::uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, compile_failures{0};
   std::atomic<std::uint64_t> quarantined{0}, misses_after_seal{0}, module_loads{0};
+  std::atomic<std::uint64_t> pack_hits{0}, evicted{0}, publish_failures{0};
   std::mutex pending_mu;
   double compile_ms_total = 0.0;        // under pending_mu
   cache::PersistentStats pending;       // under pending_mu; flushed to stats.json
@@ -63,6 +75,9 @@ struct Runtime::Impl {
   void flush_stats() noexcept;
 
  private:
+  void open_disk_cache();
+  void mount_pack();
+  void after_publish(const Hash128& address) noexcept;
   const std::string& nvrtc_version_text();
   std::shared_ptr<const CompiledKernel> obtain(const SpecKey& key, const KernelSource& src,
                                                const cache::AddressPayload& payload, const Hash128& address,

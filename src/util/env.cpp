@@ -30,15 +30,21 @@ std::string lower(std::string s) {
 }
 }  // namespace
 
-bool strict() {
-  auto v = raw("MOEJIT_STRICT");
+namespace {
+bool flag(const char* name) {
+  auto v = raw(name);
   if (!v) return false;
   std::string s = lower(*v);
   if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
   if (s == "0" || s == "false" || s == "no" || s == "off") return false;
-  logger()->warn("MOEJIT_STRICT={} is not one of 1/0/true/false/yes/no/on/off; using 0", *v);
+  logger()->warn("{}={} is not one of 1/0/true/false/yes/no/on/off; using 0", name, *v);
   return false;
 }
+}  // namespace
+
+bool strict() { return flag("MOEJIT_STRICT"); }
+
+bool cache_allow_shared() { return flag("MOEJIT_CACHE_ALLOW_SHARED"); }
 
 std::optional<std::string> log_level() { return raw("MOEJIT_LOG_LEVEL"); }
 

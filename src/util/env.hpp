@@ -29,6 +29,11 @@ std::optional<std::string> log_level();
 // 1024), e.g. "512M". nullopt when unset or 0 (no cap). Bad text: nullopt + warning.
 std::optional<std::uint64_t> cache_max_bytes();
 
+// MOEJIT_CACHE_ALLOW_SHARED: true ("1", "true", "yes", "on") lets the cache use a
+// directory other users can write to or own, and entries owned by other users.
+// Unset or false: refused. Any other value: false, and one warning naming it.
+bool cache_allow_shared();
+
 // MOEJIT_CACHE_PACK: path of a read-only AOT pack; nullopt when unset.
 std::optional<std::filesystem::path> cache_pack();
 

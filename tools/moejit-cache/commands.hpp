@@ -32,4 +32,12 @@ int cmd_clear(const std::filesystem::path& dir, bool yes);
 // the fields that differ), 2 when the text does not parse.
 int cmd_explain(const std::filesystem::path& dir, const std::string& key_text);
 
+// The same over an AOT pack file (ls, verify, explain --pack FILE).
+int cmd_ls_pack(const std::filesystem::path& pack, bool json);
+int cmd_verify_pack(const std::filesystem::path& pack, bool json);
+int cmd_explain_pack(const std::filesystem::path& pack, const std::string& key_text);
+// Writes every verified entry of `dir` (of one target: `target`, or the first
+// entry's) into a pack at `out`. UsageError when there is none.
+int cmd_export(const std::filesystem::path& dir, const std::filesystem::path& out, const std::string& target);
+
 }  // namespace moejit::tools

@@ -8,6 +8,7 @@
 
 #include "cache/content_address.hpp"
 #include "cache/cache_admin.hpp"
+#include "cache/pack.hpp"
 #include "codegen/kernel_source.hpp"
 #include "commands.hpp"
 #include "compiler/nvrtc_compiler.hpp"
@@ -158,6 +159,57 @@ int cmd_explain(const std::filesystem::path& dir, const std::string& key_text) {
   } else {
     std::printf("  fields that differ (this key -> entry's key):\n");
     print_indented(key_diff(key, *nearest_key));
+  }
+  return static_cast<int>(ExitCode::failed);
+}
+
+int cmd_explain_pack(const std::filesystem::path& pack_path, const std::string& key_text) {
+  const SpecKey key = parse_key(key_text);  // InvalidArgument: exit code 2
+  validate(key);
+  std::shared_ptr<const cache::Pack> pack;
+  try {
+    pack = cache::Pack::open(pack_path);
+  } catch (const Error& e) {
+    throw EnvironmentError(one_line(e));
+  }
+  const cache::PackManifest& m = pack->manifest();
+  const std::string text = key.to_text();
+  // Why the manifest's NVRTC version: a pack is looked up as that version (a
+  // node without libnvrtc does the same), so no NVRTC is needed here.
+  const KernelSource src = codegen::generate(key);
+  const cache::AddressPayload payload = cache::make_payload(src, key.target, m.nvrtc_version);
+  const Hash128 address = payload.address();
+  const bool covered = std::any_of(m.keys.begin(), m.keys.end(), [&](const cache::PackKey& k) { return k.key_text == text; });
+  cache::Pack::Lookup l = pack->load(address, &payload);
+  if (l.status == cache::Pack::Status::hit) {
+    std::printf("hit: pack entry %s%s\n", address.hex().c_str(),
+                covered ? " (the key is in the pack's coverage)" : " (a kernel shared with a covered key)");
+    return 0;
+  }
+  if (l.status == cache::Pack::Status::bad) {
+    std::printf("miss: pack entry %s is bad: %s\n", address.hex().c_str(), l.reason.c_str());
+    return static_cast<int>(ExitCode::failed);
+  }
+  std::printf("miss: the pack %s has no entry %s (pack: moejit %s, NVRTC %s, target %s)\n", pack_path.c_str(),
+              address.hex().c_str(), m.moejit_version.c_str(), m.nvrtc_version.c_str(), m.target.c_str());
+  if (std::string why = pack->mismatch(cache::library_version(), std::nullopt, to_string(key.target)); !why.empty())
+    std::printf("  the pack does not fit: %s\n", why.c_str());
+  std::optional<SpecKey> nearest;
+  double best = 1e300;
+  for (const cache::PackKey& k : m.keys) {
+    try {
+      const SpecKey c = parse_key(k.key_text);
+      const double d = key_distance(key, c);
+      if (d < best) best = d, nearest = c;
+    } catch (const std::exception&) {
+    }
+  }
+  if (!nearest) {
+    std::printf("  the pack covers no key to compare with\n");
+  } else {
+    std::printf("  nearest covered key\n    %s\n  fields that differ (this key -> covered key):\n",
+                nearest->to_text().c_str());
+    print_indented(key_diff(key, *nearest));
   }
   return static_cast<int>(ExitCode::failed);
 }

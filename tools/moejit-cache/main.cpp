@@ -3,7 +3,8 @@
 //   moejit-cache ls [--json]            moejit-cache verify
 //   moejit-cache show ID                moejit-cache prune --max-size 2G --older-than 7d
 //   moejit-cache stats [--json]         moejit-cache clear --yes
-//   moejit-cache explain KEY            (every subcommand: --cache-dir DIR)
+//   moejit-cache explain KEY            moejit-cache export OUT [--arch ARCH]
+//   ls / verify / explain --pack FILE   (every subcommand: --cache-dir DIR)
 //
 // Exit codes (docs/exit-codes.md): 0 ok, 1 bad entries found / key would miss,
 // 2 bad arguments, 3 environment (cache directory unusable).
@@ -34,9 +35,10 @@ int run(int argc, char** argv) {
     return s;
   };
   bool json = false, yes = false, repair = false;
-  std::string id, key, max_size, older_than;
+  std::string id, key, max_size, older_than, pack, export_out, export_arch;
   CLI::App* ls = sub("ls", "list entries: id, size, target, registers, spills, last use, key");
   ls->add_flag("--json", json, "one JSON array instead of the table");
+  ls->add_option("--pack", pack, "list an AOT pack file instead of the directory")->option_text("FILE");
   CLI::App* show = sub("show", "everything about one entry (its id or a unique prefix of it)");
   show->add_option("ID", id, "entry id")->required();
   CLI::App* stats = sub("stats", "entries, bytes, recorded hits / misses / compiles, quarantined");
@@ -44,6 +46,7 @@ int run(int argc, char** argv) {
   CLI::App* verify = sub("verify", "check every entry; exit 1 if any is bad (each problem listed)");
   verify->add_flag("--json", json, "one JSON object instead of the listing");
   verify->add_flag("--repair", repair, "move corrupt entries and foreign files to quarantine/, remove temp debris");
+  verify->add_option("--pack", pack, "verify an AOT pack file instead of the directory")->option_text("FILE");
   CLI::App* prune = sub("prune", "remove entries by age and/or total size, least recently used first (default limit: $MOEJIT_CACHE_MAX_BYTES)");
   prune->add_option("--max-size", max_size, "keep at most this many bytes (K/M/G/T suffixes)")->option_text("BYTES");
   prune->add_option("--older-than", older_than, "remove entries unused for longer (90s, 30m, 12h, 7d, 2w)")
@@ -52,6 +55,10 @@ int run(int argc, char** argv) {
   clear->add_flag("-y,--yes", yes, "do not ask");
   CLI::App* explain = sub("explain", "would this key (canonical text, see moejit-prewarm --list-keys) hit the cache?");
   explain->add_option("KEY", key, "the key's canonical text (quote it)")->required();
+  explain->add_option("--pack", pack, "explain against an AOT pack file instead of the directory")->option_text("FILE");
+  CLI::App* exp = sub("export", "write every verified entry into one immutable AOT pack file (MOEJIT_CACHE_PACK)");
+  exp->add_option("OUT", export_out, "pack file to write")->required();
+  exp->add_option("--arch", export_arch, "only entries of this target (default: the first entry's)")->option_text("ARCH");
 
   try {
     app.parse(argc, argv);
@@ -62,10 +69,14 @@ int run(int argc, char** argv) {
   }
 
   const std::filesystem::path dir = cache_dir.empty() ? util::env::cache_dir() : std::filesystem::path(cache_dir);
-  if (ls->parsed()) return cmd_ls(dir, json);
+  if (ls->parsed()) return pack.empty() ? cmd_ls(dir, json) : cmd_ls_pack(pack, json);
   if (show->parsed()) return cmd_show(dir, id);
   if (stats->parsed()) return cmd_stats(dir, json);
-  if (verify->parsed()) return cmd_verify(dir, json, repair);
+  if (verify->parsed()) {
+    if (!pack.empty() && repair) throw UsageError("verify --repair cannot change a pack (packs are immutable)");
+    return pack.empty() ? cmd_verify(dir, json, repair) : cmd_verify_pack(pack, json);
+  }
+  if (exp->parsed()) return cmd_export(dir, export_out, export_arch);
   if (prune->parsed()) {
     std::optional<std::uint64_t> size;
     std::optional<std::chrono::seconds> age;
@@ -74,8 +85,8 @@ int run(int argc, char** argv) {
     return cmd_prune(dir, size, age);
   }
   if (clear->parsed()) return cmd_clear(dir, yes);
-  if (explain->parsed()) return cmd_explain(dir, key);
-  throw UsageError("no subcommand given (ls, show, stats, verify, prune, clear, explain)");
+  if (explain->parsed()) return pack.empty() ? cmd_explain(dir, key) : cmd_explain_pack(pack, key);
+  throw UsageError("no subcommand given (ls, show, stats, verify, prune, clear, explain, export)");
 }
 
 }  // namespace

@@ -24,6 +24,10 @@
 #include "progress.hpp"
 #include "summary.hpp"
 #include "util/env.hpp"
+#include "cache/pack.hpp"
+#include "runtime/runtime_access.hpp"
+#include <ctime>
+#include <nlohmann/json.hpp>
 
 namespace moejit::tools {
 namespace {
@@ -31,7 +35,7 @@ namespace {
 constexpr const char* kTool = "moejit-prewarm";
 
 struct Args {
-  std::string hf_config, model, arch, quant, json_path;
+  std::string hf_config, model, arch, quant, json_path, pack;
   std::filesystem::path cache_dir;
   long long max_num_tokens = 8192;
   int tp = 1, ep = 1, jobs = 0;
@@ -91,6 +95,29 @@ SealCheckResult seal_check(Runtime& runtime, const std::vector<SpecKey>& keys, c
   return r;
 }
 
+// The plan's kernels as an AOT pack: manifest (versions, target, plan, every
+// key with its entry id) + index + the entries.
+void write_pack_file(Runtime& runtime, const std::vector<SpecKey>& keys, const PrewarmPlan& plan,
+                     const std::string& report_json, const std::string& out) {
+  cache::PackManifest m;
+  std::vector<cache::Entry> entries;
+  entries.reserve(keys.size());
+  for (const SpecKey& k : keys) {
+    cache::Entry e = RuntimeAccess::entry_for(runtime, k);
+    m.keys.push_back({k.to_text(), e.header.payload.address()});
+    entries.push_back(std::move(e));
+  }
+  if (entries.empty()) throw Error("--pack: the plan has no keys");
+  m.moejit_version = entries.front().header.payload.moejit_version;
+  m.nvrtc_version = entries.front().header.payload.nvrtc_version;
+  m.target = to_string(plan.target);
+  m.created_unix = static_cast<std::int64_t>(std::time(nullptr));
+  m.plan_json = nlohmann::json::parse(report_json)["plan"].dump();
+  cache::write_pack(out, m, entries);
+  std::fprintf(stderr, "%s: wrote AOT pack %s (%zu keys, target %s, NVRTC %s)\n", kTool, out.c_str(), keys.size(),
+               m.target.c_str(), m.nvrtc_version.c_str());
+}
+
 int run(int argc, char** argv) {
   Args a;
   CLI::App app{"Compile, before traffic, every MoE kernel a model can launch (moejit " MOEJIT_VERSION ")",
@@ -113,6 +140,8 @@ int run(int argc, char** argv) {
   app.add_flag("--list-keys", a.list_keys, "print every specialization key (canonical text) and exit");
   app.add_flag("--seal-check", a.seal_check, "after prewarm, seal and re-request every key: zero misses or exit 1");
   app.add_flag("--load", a.load, "also load every kernel on GPU 0 (needs a GPU)");
+  app.add_option("--pack", a.pack, "also write the plan's kernels as one immutable AOT pack file (MOEJIT_CACHE_PACK)")
+      ->option_text("OUT");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -161,6 +190,12 @@ int run(int argc, char** argv) {
   // With --json -, stdout carries the JSON only and the table goes to stderr.
   print_summary(a.json_path == "-" ? stderr : stdout, report, ctx);
   if (!a.json_path.empty()) write_file(a.json_path, summary_json(report, ctx));
+
+  if (!a.pack.empty()) {
+    if (report.failed > 0 || !report.failures.empty())
+      throw Error("--pack: not written, " + std::to_string(report.failed) + " kernels failed");
+    write_pack_file(runtime, keys, plan, summary_json(report, ctx), a.pack);
+  }
 
   for (const PrewarmFailure& f : report.failures) {
     if (f.kind == PrewarmFailureKind::driver) {
