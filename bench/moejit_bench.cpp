@@ -33,6 +33,7 @@
 
 #include "bench_util.hpp"
 #include "moejit/bucketing.hpp"
+#include "codegen/kernel_source.hpp"
 #include "moejit/moe_wgrad.hpp"
 
 using namespace moejit;
@@ -288,6 +289,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "also append the JSON lines to this file");
   app.add_option("--dump-dir", cfg.dump_dir, "write routings (int32 [T, top_k]) here for bench/peers.py");
   app.add_option("--cache-dir", cache_dir, "kernel cache directory");
+  bool check_keys = false;
+  app.add_flag("--check-keys", check_keys, "no GPU: generate the source of every key (codegen only) and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -299,6 +302,38 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "moejit_bench: error: %s\n", e.what());
     return 2;
+  }
+  if (check_keys) {
+    int bad = 0, n = 0;
+    for (const auto& model : cfg.models)
+      for (const auto& mode : cfg.modes) {
+        const QuantMode q = parse_quant_mode(mode);
+        try {
+          const MoeLayerShape s = model_shape(model, q);
+          std::vector<SpecKey> keys;
+          for (std::uint32_t T : cfg.tokens) {
+            const auto k = moe_layer_keys(s, q, wscale_of(q), round_up_tokens(T), Target{});
+            keys.insert(keys.end(), k.begin(), k.end());
+            if (cfg.wgrad)
+              keys.push_back(moe_wgrad_key({s.experts, s.top_k, gate_up_columns(s), s.hidden, DType::f32},
+                                           round_up_tokens(T)));
+          }
+          for (const auto& k : keys) {
+            ++n;
+            try {
+              (void)codegen::generate(k);
+            } catch (const std::exception& e) {
+              ++bad;
+              std::printf("%s %s: %s: %s\n", model.c_str(), mode.c_str(), k.to_text().c_str(), e.what());
+            }
+          }
+        } catch (const std::exception& e) {
+          ++bad;
+          std::printf("%s %s: %s\n", model.c_str(), mode.c_str(), e.what());
+        }
+      }
+    std::printf("check-keys: %d keys, %d failed\n", n, bad);
+    return bad ? 1 : 0;
   }
   if (!driver::gpu_available()) {
     std::printf("SKIPPED: moejit_bench: no usable GPU\n");
