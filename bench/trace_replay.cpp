@@ -21,7 +21,9 @@
 //
 // Per step the replay asks the Runtime for the step's keys (route, gate_up,
 // down, combine) and times each lookup; a lookup that compiled is a stall. GPU
-// time per step: with a GPU, the real layer (random MXFP4 weights, uniform
+// time per step = --layers (default: the model's MoE layers, 36) times one
+// layer (same kernels for every layer, so each compiles once): with a GPU, the
+// real layer (random MXFP4 weights, uniform
 // routing) runs every step and is synchronized (wall time); without one, a
 // per-T layer time is interpolated (log-log, at the exact T: moejit launches on
 // the real T rows, the bucket only selects the kernel) from moejit_bench JSON
@@ -246,19 +248,20 @@ struct GpuLayer {
     out = driver::DeviceBuffer(std::size_t(max_t) * s.hidden * 2);
     ws = driver::DeviceBuffer(layer.workspace_size(max_t));
   }
-  double run_us(const MoeLayer& layer, std::uint32_t T) {
+  double run_us(const MoeLayer& layer, std::uint32_t T, std::uint32_t layers) {
     MoeLayerArgs a;
     a.num_tokens = T, a.x = x.get(), a.topk_ids = ids.get(), a.topk_weights = gamma.get(), a.out = out.get();
     a.workspace = ws.get(), a.workspace_bytes = ws.bytes();
     const auto t0 = Clock::now();
-    layer.run(w->device(), a, nullptr);
+    for (std::uint32_t l = 0; l < layers; ++l) layer.run(w->device(), a, nullptr);
     MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize());
     return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   }
 };
 
 Result replay(const std::string& cell_name, const std::vector<std::uint32_t>& steps, Mode mode, Runtime& rt,
-              const MoeLayerShape& s, QuantMode q, const GpuTimes* table, GpuLayer* gpu, Runtime* exec_rt) {
+              const MoeLayerShape& s, QuantMode q, const GpuTimes* table, GpuLayer* gpu, Runtime* exec_rt,
+              std::uint32_t layers) {
   Result r;
   r.cell = cell_name;
   r.mode = mode_name(mode);
@@ -297,9 +300,9 @@ Result replay(const std::string& cell_name, const std::vector<std::uint32_t>& st
       }
     }
     if (gpu) {
-      r.gpu_s += gpu->run_us(*exec, T) * 1e-6;
+      r.gpu_s += gpu->run_us(*exec, T, layers) * 1e-6;
     } else {
-      r.gpu_s += table->at(T) * 1e-6;
+      r.gpu_s += table->at(T) * layers * 1e-6;
     }
   }
   const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
@@ -328,6 +331,7 @@ int main(int argc, char** argv) {
   TraceOptions to;
   std::string gpu_times_path, md_path, json_path;
   int jobs = 0;
+  std::uint32_t layers = 0;
   bool no_gpu = false, print_trace = false;
   app.add_option("--cells", cells_text, "ISL/OSL/C cells")->delimiter(',');
   app.add_option("--modes", modes_text, "exact,bucket,sealed")->delimiter(',');
@@ -337,6 +341,8 @@ int main(int argc, char** argv) {
   app.add_flag("--cold-start", to.cold_start, "all C requests arrive at step 0 (default: steady state)");
   app.add_option("--gpu-times", gpu_times_path, "moejit_bench JSON lines for the per-step layer time (no GPU)");
   app.add_flag("--no-gpu", no_gpu, "use the time table even when a GPU is present");
+  app.add_option("--layers", layers, "MoE layers per step (0 = the model's, 36 for gpt-oss-120b); GPU time per step = layers x one layer")
+      ->check(CLI::Range(0, 1000));
   app.add_option("--jobs", jobs, "prewarm compile threads (0 = all cores)");
   app.add_option("--md", md_path, "write the Markdown table here too");
   app.add_option("--json", json_path, "append one JSON line per (cell, mode)");
@@ -372,7 +378,9 @@ int main(int argc, char** argv) {
     PlanOptions po;
     po.quant = q;
     po.max_num_tokens = to.max_num_tokens;
-    const PrewarmPlan plan = make_plan(embedded_model("gpt-oss-120b"), po);
+    const ModelSpec spec = embedded_model("gpt-oss-120b");
+    const PrewarmPlan plan = make_plan(spec, po);
+    if (layers == 0) layers = std::max<std::uint32_t>(1, spec.layers_moe);
 
     std::unique_ptr<GpuLayer> gpu;
     if (have_gpu) driver::ensure_context(0);
@@ -446,7 +454,7 @@ int main(int argc, char** argv) {
           setup = std::chrono::duration<double>(Clock::now() - t0).count();
         }
         std::fprintf(stderr, "trace_replay: %s %s: %zu steps...\n", c.name().c_str(), mode_name(m), steps.size());
-        Result r = replay(c.name(), steps, m, rt, s, q, have_gpu ? nullptr : &table, gpu.get(), exec_rt.get());
+        Result r = replay(c.name(), steps, m, rt, s, q, have_gpu ? nullptr : &table, gpu.get(), exec_rt.get(), layers);
         r.setup_s = setup;
         std::fprintf(stderr, "trace_replay:   %llu compiles, %.2f s stalled of %.2f s\n", (unsigned long long)r.compiles,
                      r.stall_s, r.total_s);
@@ -478,7 +486,7 @@ int main(int argc, char** argv) {
     md << "Trace: continuous batching with chunked prefill, max_num_tokens " << to.max_num_tokens
        << ", input lengths uniform in [0.8 ISL, ISL], " << (to.cold_start ? "cold start (all requests at step 0)" : "steady-state start (requests at random points of their decode)")
        << ", first " << to.max_steps << " steps, seed " << to.seed << ".\n";
-    md << "GPU time per step: "
+    md << "GPU time per step: " << layers << " MoE layers (the model's; same kernels, compiled once; attention and the rest of the model not counted) x "
        << (have_gpu ? "the real layer on the GPU (" + gpu_name() + "), synchronized, wall time" : table.source) << ".\n";
     md << "Compile stalls: measured wall time of Runtime lookups that ran NVRTC, on this host (" << std::thread::hardware_concurrency()
        << " hardware threads); a compile is one distinct kernel. Prewarm before (c): " << pre_report.compiled
