@@ -261,6 +261,13 @@ def make_chart(path, timed, peers, ceilings):
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", marker="x",
                         label=pname + (" (gate_up+down)" if kind == "layer" else ""))
+        # Floor of the MXFP4 mode: max(bytes that must move / copy BW, flops / bf16 rate).
+        fl = sorted((r["T"], max(r.get("bytes", 0) / (ceilings["copy_TBps"] * 1e12),
+                                 r.get("flops", 0) / (ceilings["bf16_mm_TFLOPs"] * 1e12)) * 1e6)
+                    for r in timed if r["model"] == model and r["kind"] == kind and r["mode"] == "w4a16_mxfp4"
+                    and r.get("routing", "uniform") == "uniform" and "bytes" in r)
+        if fl:
+            ax.plot([p[0] for p in fl], [p[1] for p in fl], color="black", linestyle=":", label="w4a16_mxfp4 floor")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("tokens T")
