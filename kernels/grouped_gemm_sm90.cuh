@@ -78,8 +78,11 @@ struct GroupedGemmTraits {
   static constexpr int kBBytes = QUANT == kQuantMxfp4 ? kBN * kBK / 2 : kBN * kBK * 2;
   static constexpr int kStageBytes = kABytes + kBBytes;
   // CTAs per SM the register allocation must allow (__launch_bounds__): 3 for
-  // 48- and 64-row tiles (<= 168 registers), else what the accumulators need anyway.
-  static constexpr int kMinBlocks = ((MI * WARPS_M == 4 || MI * WARPS_M == 3) && kThreads == 128) ? 3 : 1;
+  // MXFP4 48-row tiles (<= 168 registers, no spills). 64-row MXFP4 tiles with a
+  // bias and bf16 tiles keep more operands live and spill under that bound
+  // (tests/cpu/test_kernel_sources.cpp checks every variant).
+  static constexpr int kMinBlocks =
+      (QUANT == kQuantMxfp4 && MI * WARPS_M == 3 && kThreads == 128) ? 3 : 1;
 };
 
 // Logical output column -> physical weight row. silu_gated weights hold gate

@@ -78,7 +78,10 @@ struct MoeWorkspaceView {
   DevicePtr route_row = 0;       // int32 [T * top_k]: sorted row of each route, -1 if dropped
   DevicePtr tiles[2][4] = {};    // per GEMM: tile_expert, tile_row_begin, tile_row_end, num_tiles
   DevicePtr h = 0;               // bf16 [T * top_k, I]
-  DevicePtr y = 0;               // fp32 [T * top_k, D]
+  DevicePtr y = 0;               // fp32 [y_splits, T * top_k, D]: the down projection's split-K
+                                 // partials; a row's Y is the sum over the splits
+  std::uint32_t y_splits = 1;    // partials the combine sums (1 = Y itself)
+  std::size_t y_split_stride = 0;  // elements between partials (T * top_k * D)
   // FP8 modes only (0 otherwise): quantized X [T, D] and H [T * top_k, I] (e4m3
   // codes) and their scales (fp8_per_token: fp32 per row; mxfp8: E8M0 [rows, cols/32]).
   DevicePtr xq = 0, xs = 0, hq = 0, hs = 0;

@@ -6,10 +6,12 @@
 #include "codegen/families.hpp"
 #include "driver/cuda_api.hpp"
 #include "moejit/error.hpp"
+#include "ops/device_ptr.hpp"
 #include "ops/fp8_gemm_config.hpp"
 
 namespace moejit {
 namespace {
+using ops::ptr;
 
 int act_code(Activation a) { return a == Activation::silu_gated ? 1 : a == Activation::swiglu_oai ? 2 : 0; }
 int bias_code(BiasKind b) { return b == BiasKind::f32 ? 1 : b == BiasKind::bf16 ? 2 : 0; }
@@ -33,11 +35,6 @@ struct Fp8GemmParamsArg {
   int n, k, top_k;
   float act_alpha, act_limit;
 };
-
-template <class T>
-T* ptr(DevicePtr p) {
-  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(p));
-}
 
 }  // namespace
 

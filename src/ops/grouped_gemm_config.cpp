@@ -62,13 +62,15 @@ GemmConfig choose_config(const SpecKey& key) {
   c.ni = 4;
   if (avg <= 24) {
     // Bytes bound: the weights of the experts hit stream once; one or two m16
-    // tiles. Why many warps: each warp's slice loop is latency bound (measured
-    // with ncu at T = 1: 3 cycles per issued instruction, IPC 1.6 with 5 warps
-    // per SM), so the widest n8 count per warp that still gives >= 16 warps per
-    // SM wins over fewer, more efficient warps.
+    // tiles. Why the warp count matters: each warp's slice loop is latency
+    // bound (ncu at T = 1 with 5 warps per SM: 3 cycles per issued instruction,
+    // IPC 1.6), while narrower warps repeat the activation work per weight
+    // (IPC-bound at 22 warps per SM with ni = 1). Measured on gpt-oss-120b T = 1:
+    // gate_up 37 us at 5 warps/SM (ni 4), 31 us at 11 (ni 2), 36 us at 22 (ni 1):
+    // aim for about 8 warps per SM with the widest ni.
     c.mi = avg <= 8 ? 1 : 2;
     c.warps_n = 4;
-    const std::uint64_t want_warps = 16 * kSmCount;
+    const std::uint64_t want_warps = 8 * kSmCount;
     c.ni = 1;
     for (int ni : {4, 2}) {
       if (((key.n + 8 * ni - 1) / (8 * ni)) * hit >= want_warps) {
@@ -91,12 +93,14 @@ GemmConfig choose_config(const SpecKey& key) {
     c.warps_n = 4;
     const double u = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
     double best = 1e30;
-    for (int mi : {2, 3, 4, 8}) {
+    // mi = 8 (128 rows) needs 255 registers and spills (every variant: see
+    // tests/cpu/test_kernel_sources.cpp), so 64 rows is the tallest tile.
+    for (int mi : {2, 3, 4}) {
       const double bm = 16.0 * mi;
       const double cost = std::ceil(u / bm) * bm * (1.0 + 2.0 / mi);
       if (cost <= best) best = cost, c.mi = mi;
     }
-    c.stages = c.mi >= 8 ? 3 : 4;
+    c.stages = 4;
   }
   // Keep within the 227 KB of shared memory a block may use on sm_90.
   while (c.stages > 2 && c.smem_bytes(key.quant, key.k) > 227u * 1024u) --c.stages;

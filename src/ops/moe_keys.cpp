@@ -13,18 +13,11 @@ std::uint32_t gate_up_columns(const MoeLayerShape& s) {
   return s.act == Activation::none ? s.intermediate : 2 * s.intermediate;
 }
 
+// The fields every key of the layer shares; make_gemm_key fills the alignment
+// facts and the quant mode's default weight scale (none for bf16).
 SpecKey base_key(OpKind op, QuantMode quant, std::uint32_t bucket, std::uint32_t n, std::uint32_t k,
                  const Target& target) {
-  SpecKey key;
-  key.op = op;
-  key.quant = quant;
-  key.token_bucket = bucket;
-  key.n = n;
-  key.k = k;
-  key.n_align = alignment_of(n);
-  key.k_align = alignment_of(k);
-  key.target = target;
-  return key;
+  return make_gemm_key(op, quant, bucket, n, k, target);
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include "driver/cuda_api.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
+#include "ops/device_ptr.hpp"
 #include "moejit/quant.hpp"
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/fp8_grouped_gemm.hpp"
@@ -15,6 +16,7 @@
 
 namespace moejit {
 namespace {
+using ops::ptr;
 
 // Mirrors of the device parameter structs (kernels/*.cuh); layouts must match.
 struct TileListArg {
@@ -51,11 +53,6 @@ struct CombineParamsArg {
   std::int64_t out_row_stride;
   int hidden, top_k;
 };
-
-template <class T>
-T* ptr(DevicePtr p) {
-  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(p));
-}
 
 constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(255); }
 
@@ -151,6 +148,10 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
     for (int i = 0; i < 4; ++i) v.tiles[g][i] = a.workspace + l.tiles[g][i];
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
+  if (a.num_tokens > 0 && !ops::is_fp8(quant_))
+    v.y_splits = static_cast<std::uint32_t>(
+        ops::choose_config(ops::gemm_key(OpKind::down, shape_, quant_, round_up_tokens(a.num_tokens), target_)).splits);
+  v.y_split_stride = static_cast<std::size_t>(a.num_tokens) * shape_.top_k * shape_.hidden;
   if (ops::is_fp8(quant_)) {
     v.xq = a.workspace + l.xq;
     v.xs = a.workspace + l.xs;
@@ -339,9 +340,8 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
   CombineParamsArg p{};
   p.y = ptr<const float>(v.y);
   p.y_row_stride = shape_.hidden;
-  p.y_split_stride = static_cast<std::int64_t>(a.num_tokens) * shape_.top_k * shape_.hidden;
-  // The FP8 down projection writes one partial (no split-K).
-  p.splits = ops::is_fp8(quant_) ? 1 : ops::choose_config(ops::gemm_key(OpKind::down, shape_, quant_, bucket, target_)).splits;
+  p.y_split_stride = static_cast<std::int64_t>(v.y_split_stride);
+  p.splits = static_cast<int>(v.y_splits);  // 1 in FP8 modes (no split-K there)
   p.route_row = ptr<const int>(v.route_row);
   p.out = ptr<void>(a.out);
   p.out_row_stride = a.out_row_stride ? a.out_row_stride : shape_.hidden;

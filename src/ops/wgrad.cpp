@@ -6,9 +6,11 @@
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
 #include "moejit/moe_wgrad.hpp"
+#include "ops/device_ptr.hpp"
 
 namespace moejit {
 namespace {
+using ops::ptr;
 
 // Mirrors of the constants at the top of kernels/moe_wgrad_sm90.cuh.
 constexpr std::uint32_t kThreads = 256, kBN = 128, kBK = 128, kSmemBytes = 4 * 2 * 32 * 128 * 2;
@@ -25,11 +27,6 @@ struct WgradParamsArg {
   float* db;
   int n, k, top_k, gather;
 };
-
-template <class T>
-T* ptr(DevicePtr p) {
-  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(p));
-}
 
 std::string why_not(const SpecKey& key) {
   auto field = [](const char* f, std::uint64_t v, const char* why) {

@@ -2,6 +2,7 @@
 // routing edge cases, per-GEMM intermediates, NaN-poisoned outputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -62,7 +63,14 @@ Errors run_and_check(const LayerWeights& w, const LayerInputs& in, std::uint32_t
     REQUIRE(gr >= 0);
     MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(hrow.data(), v.h + std::size_t(gr) * s.intermediate * 2,
                                                    hrow.size() * 2));
-    MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(yrow.data(), v.y + std::size_t(gr) * s.hidden * 4, yrow.size() * 4));
+    // Y is the sum of the down projection's split-K partials.
+    std::fill(yrow.begin(), yrow.end(), 0.f);
+    std::vector<float> part(s.hidden);
+    for (std::uint32_t z = 0; z < v.y_splits; ++z) {
+      MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(
+          part.data(), v.y + (z * v.y_split_stride + std::size_t(gr) * s.hidden) * 4, part.size() * 4));
+      for (std::uint32_t d = 0; d < s.hidden; ++d) yrow[d] += part[d];
+    }
     got_h.insert(got_h.end(), hrow.begin(), hrow.end());
     got_y.insert(got_y.end(), yrow.begin(), yrow.end());
     ref_h.insert(ref_h.end(), res.h.begin() + i * s.intermediate, res.h.begin() + (i + 1) * s.intermediate);
