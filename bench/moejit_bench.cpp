@@ -188,6 +188,11 @@ void bench_mode(Runtime& rt, const Config& cfg, const std::string& model, const 
         json row = base_row(cfg, model, mode_text, routing, T, "layer");
         row["experts_hit"] = hit;
         row["nonfinite_out"] = bad;
+        if (routing == "skewed") {
+          std::size_t hot = 0;
+          for (auto e : in[0].host_ids) hot += e >= 0 && e < 4;
+          row["hot_route_share"] = double(hot) / double(in[0].host_ids.size());
+        }
         add_timing(row, tl, wb_gu + wb_dn + 2 * x_bytes, f_gu + f_dn);
         emit(row);
 
