@@ -12,7 +12,7 @@
 #   log.txt        everything printed, with timings of each stage
 # Every stage has a time limit (a stage that runs out leaves its partial JSON
 # lines, and the later stages still run), so the whole run stays below 10 min:
-#   MOEJIT_BENCH_TIMEOUT (s, default 330), PEERS_TIMEOUT (220), LAUNCH_TIMEOUT (40).
+#   MOEJIT_BENCH_TIMEOUT (s, default 290), PEERS_TIMEOUT (200), LAUNCH_TIMEOUT (30); report 40: at most 560 s + kills.
 # Extra moejit_bench flags: MOEJIT_BENCH_ARGS (default "--wgrad").
 set -u
 cd "$(dirname "$0")/.."
@@ -46,15 +46,15 @@ for b in moejit_bench bench_launch; do
 done
 
 # 1. moejit: every model x mode x T (+ skewed gpt-oss, + wgrad), routings dumped for the peers.
-stage moejit_bench "${MOEJIT_BENCH_TIMEOUT:-330}" "$BIN/moejit_bench" --json "$OUT/moejit.jsonl" \
+stage moejit_bench "${MOEJIT_BENCH_TIMEOUT:-290}" "$BIN/moejit_bench" --json "$OUT/moejit.jsonl" \
   --dump-dir "$WORK/routing" --cache-dir "$CACHE" ${MOEJIT_BENCH_ARGS:---wgrad}
 # 2. Host cost of a launch on a cache hit (same cache: no compiles).
-stage bench_launch "${LAUNCH_TIMEOUT:-40}" "$BIN/bench_launch" --json "$OUT/launch.jsonl" --cache-dir "$CACHE"
+stage bench_launch "${LAUNCH_TIMEOUT:-30}" "$BIN/bench_launch" --json "$OUT/launch.jsonl" --cache-dir "$CACHE"
 grep '^|' "$LOG" > "$OUT/launch.txt" || true
 # 3. Peers on the same routings + ceilings.
-stage peers "${PEERS_TIMEOUT:-220}" python3 bench/peers.py --dump-dir "$WORK/routing" --json "$OUT/peers.jsonl"
+stage peers "${PEERS_TIMEOUT:-200}" python3 bench/peers.py --dump-dir "$WORK/routing" --json "$OUT/peers.jsonl"
 # 4. Report + chart.
-stage report 60 python3 bench/report.py --moejit "$OUT/moejit.jsonl" --peers "$OUT/peers.jsonl" \
+stage report 40 python3 bench/report.py --moejit "$OUT/moejit.jsonl" --peers "$OUT/peers.jsonl" \
   --launch "$OUT/launch.jsonl" --out "$OUT/$DATE-h200.md" --chart "$OUT/$DATE-h200.png" \
   --command "bash bench/run.sh" --date "$DATE"
 log "done; files: $(ls "$OUT" | tr '\n' ' ')"
