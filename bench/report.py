@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""Merges moejit_bench, peers.py and bench_launch JSON lines into a Markdown
+report (one table per model) and a PNG chart (gpt-oss-120b layer time vs T,
+log-log, moejit modes and peers).
+
+  python3 bench/report.py --moejit moejit.jsonl --peers peers.jsonl \
+      [--launch launch.jsonl] [--out report.md] [--chart chart.png] [--command TEXT]
+
+Columns: T, routing, GEMM/layer, mode, moejit us, peer, peer us, ratio
+(peer us / moejit us: > 1 means moejit is faster), achieved TB/s over the bytes
+that must move (weights of the experts hit at the mode's bytes per weight incl.
+scales and biases, plus activations), TFLOP/s, % of the measured copy bandwidth,
+% of the measured dense matmul rate (bf16 for bf16 / w4a16_mxfp4, fp8 for the
+FP8 modes). The peer of a layer row is the sum of the peer's gate_up and down
+(routing, gather and combine not included): a lower bound of a peer layer.
+Without matplotlib the chart is skipped (the report says so).
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+
+PEER_OF_MODE = {
+    "bf16": "torch._grouped_mm bf16",
+    "w4a16_mxfp4": "mxfp4 dequant + torch._grouped_mm",
+    "mxfp8": "torch._scaled_grouped_mm fp8 rowwise",
+    "fp8_per_token": "torch._scaled_grouped_mm fp8 rowwise",
+}
+MODE_ORDER = ["w4a16_mxfp4", "bf16", "mxfp8", "fp8_per_token"]
+KIND_ORDER = ["layer", "gate_up", "down", "wgrad_gate_up"]
+MODEL_ORDER = ["gpt-oss-120b", "qwen3-30b-a3b", "deepseek-v3", "mixtral-8x7b"]
+# REFERENCE.md section 5 (same H200), used only when this run measured no ceiling.
+FALLBACK = {"copy_TBps": 4.23, "bf16_mm_TFLOPs": 782.0, "fp8_mm_TFLOPs": 1446.0}
+
+
+def read_jsonl(path):
+    rows = []
+    if not path or not os.path.exists(path):
+        return rows
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return rows
+
+
+def fmt(v, nd=1):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v != v:
+            return "-"
+        if abs(v) >= 100:
+            return f"{v:.0f}"
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--moejit", required=True)
+    ap.add_argument("--peers", default="")
+    ap.add_argument("--launch", default="")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--chart", default="")
+    ap.add_argument("--command", default="bash bench/run.sh")
+    ap.add_argument("--date", default=datetime.date.today().isoformat())
+    args = ap.parse_args()
+
+    mrows = read_jsonl(args.moejit)
+    prows = read_jsonl(args.peers)
+    lrows = read_jsonl(args.launch)
+    env = next((r for r in mrows if r.get("kind") == "env"), {})
+    ceil = next((r for r in prows if r.get("kind") == "ceiling"), {})
+    gpu = env.get("gpu") or ceil.get("gpu") or "unknown GPU"
+    ceil_note = []
+    ceilings = {}
+    for k, v in FALLBACK.items():
+        if isinstance(ceil.get(k), (int, float)):
+            ceilings[k] = float(ceil[k])
+        else:
+            ceilings[k] = v
+            ceil_note.append(k)
+    out_path = args.out or f"docs/benchmarks/{args.date}-h200.md"
+
+    # peers[(model, gemm, routing, T, peer)] = row
+    peers = {}
+    for r in prows:
+        if "gemm" in r and "peer" in r:
+            peers[(r["model"], r["gemm"], r.get("routing", "uniform"), r["T"], r["peer"])] = r
+
+    def peer_time(model, kind, routing, T, name):
+        if kind in ("gate_up", "down"):
+            r = peers.get((model, kind, routing, T, name))
+            if r is None:
+                return None, None
+            return r.get("us"), r.get("error")
+        if kind == "layer":
+            a = peers.get((model, "gate_up", routing, T, name))
+            b = peers.get((model, "down", routing, T, name))
+            if a is None or b is None:
+                return None, None
+            if "us" in a and "us" in b:
+                return a["us"] + b["us"], None
+            return None, a.get("error") or b.get("error")
+        return None, None
+
+    L = []
+    L.append(f"# moejit vs peers on {gpu} ({args.date})")
+    L.append("")
+    L.append(f"Command: `{args.command}` (bench/run.sh: moejit_bench, bench/peers.py, bench/report.py).")
+    L.append(f"GPU: {gpu}; driver {env.get('driver', '?')}; torch {ceil.get('torch', '?')}.")
+    L.append("")
+    L.append("Ceilings measured in the same run: device-to-device copy "
+             f"{ceilings['copy_TBps']:.2f} TB/s (read + write), bf16 8192^3 matmul "
+             f"{ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s, fp8 matmul {ceilings['fp8_mm_TFLOPs']:.0f} TFLOP/s"
+             + (f" (not measured, REFERENCE.md values used: {', '.join(ceil_note)})" if ceil_note else "") + ".")
+    L.append("")
+    L.append("Timing: CUDA events, 3 warm-ups, median of 50 runs (10 when a run exceeds 5 ms), 3 input sets rotated; "
+             "uniform random routing (distinct experts per token) and, for gpt-oss-120b, a skewed routing "
+             "(half of the routes to 4 hot experts). The peers run on the same routing (moejit_bench --dump-dir).")
+    L.append("")
+    L.append("- ratio = peer us / moejit us (> 1: moejit faster). Peer of w4a16_mxfp4: dequantize the hit experts "
+             "to bf16, then torch._grouped_mm; of bf16: torch._grouped_mm; of mxfp8 and fp8_per_token: "
+             "torch._scaled_grouped_mm (fp8 rowwise scales).")
+    L.append("- Peer of a layer row: peer gate_up + peer down (no routing, gather, activation or combine): a lower "
+             "bound for a peer layer. The peers read pre-gathered rows; moejit's gate_up gathers X by token; FP8 "
+             "moejit GEMMs include their activation quantizer.")
+    L.append("- TB/s: over the bytes that must move: weights (+ scales + biases) of the experts hit at the mode's "
+             "bytes per weight, plus activations (layer: X and out; gate_up: X and H; down: H and Y as bf16). "
+             "% BW: of the measured copy bandwidth. % peak: TFLOP/s of the measured dense bf16 matmul rate "
+             "(bf16, w4a16_mxfp4) or fp8 rate (mxfp8, fp8_per_token).")
+    L.append("")
+
+    errors = [r for r in mrows if r.get("error")] + [r for r in prows if r.get("error")]
+    timed = [r for r in mrows if "us" in r and r.get("kind") in KIND_ORDER]
+    models = [m for m in MODEL_ORDER if any(r["model"] == m for r in timed)]
+    models += sorted({r["model"] for r in timed} - set(models))
+    gaps = []
+    for model in models:
+        rows = [r for r in timed if r["model"] == model]
+        shape = next((r.get("shape") for r in mrows if r.get("kind") == "weights" and r.get("model") == model), "")
+        L.append(f"## {model}")
+        L.append("")
+        if shape:
+            L.append(f"`{shape}`")
+            L.append("")
+        L.append("| T | routing | GEMM | mode | experts hit | moejit us | peer | peer us | ratio | TB/s | TFLOP/s | % BW | % peak |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        rows.sort(key=lambda r: (r.get("routing") != "uniform", r["T"], KIND_ORDER.index(r["kind"]),
+                                 MODE_ORDER.index(r["mode"]) if r["mode"] in MODE_ORDER else 9))
+        for r in rows:
+            mode, kind = r["mode"], r["kind"]
+            peer_name = PEER_OF_MODE.get(mode, "") if kind != "wgrad_gate_up" else ""
+            pus, perr = peer_time(model, kind, r.get("routing", "uniform"), r["T"], peer_name) if peer_name else (None, None)
+            ratio = pus / r["us"] if pus and r["us"] > 0 else None
+            fp8 = mode in ("mxfp8", "fp8_per_token")
+            peak = ceilings["fp8_mm_TFLOPs"] if fp8 else ceilings["bf16_mm_TFLOPs"]
+            pbw = 100.0 * r["tbps"] / ceilings["copy_TBps"]
+            ppk = 100.0 * r["tflops"] / peak
+            pshort = peer_name.replace("torch.", "").replace(" + ", "+") if peer_name else "-"
+            if kind == "layer" and peer_name:
+                pshort += " (gu+down)"
+            pcell = fmt(pus) if pus is not None else ("error" if perr else "-")
+            L.append(f"| {r['T']} | {r.get('routing', 'uniform')} | {kind} | {mode} | {r.get('experts_hit', '-')} | "
+                     f"{fmt(r['us'])} | {pshort} | {pcell} | {fmt(ratio, 2)} | {fmt(r['tbps'], 2)} | "
+                     f"{fmt(r['tflops'])} | {fmt(pbw, 0)} | {fmt(ppk, 0)} |")
+            if ratio is not None:
+                gaps.append((ratio, model, r, peer_name, pus))
+        L.append("")
+
+    if gaps:
+        L.append("## Largest gaps to the peers (moejit slower: ratio < 1)")
+        L.append("")
+        worst = sorted(gaps, key=lambda g: g[0])[:8]
+        L.append("| model | T | routing | GEMM | mode | moejit us | peer us | ratio | % BW | % peak |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        for ratio, model, r, pn, pus in worst:
+            fp8 = r["mode"] in ("mxfp8", "fp8_per_token")
+            peak = ceilings["fp8_mm_TFLOPs"] if fp8 else ceilings["bf16_mm_TFLOPs"]
+            L.append(f"| {model} | {r['T']} | {r.get('routing', 'uniform')} | {r['kind']} | {r['mode']} | "
+                     f"{fmt(r['us'])} | {fmt(pus)} | {fmt(ratio, 2)} | "
+                     f"{fmt(100 * r['tbps'] / ceilings['copy_TBps'], 0)} | {fmt(100 * r['tflops'] / peak, 0)} |")
+        L.append("")
+
+    if lrows:
+        L.append("## Host cost of a launch on a cache hit (bench_launch)")
+        L.append("")
+        base = next((r["ns"] for r in lrows if r.get("step", "").startswith("cuLaunchKernel alone")), None)
+        L.append("| step | ns per call | vs cuLaunchKernel alone |")
+        L.append("|---|---|---|")
+        for r in lrows:
+            if "ns" in r:
+                L.append(f"| {r['step']} | {r['ns']:.0f} | {fmt(r['ns'] / base, 2) if base else '-'} |")
+        L.append("")
+
+    comp = [r for r in mrows if r.get("kind") == "compile"]
+    if comp:
+        tot = sum(r.get("wall_s", 0) for r in comp)
+        n = sum(r.get("compiles", 0) for r in comp)
+        L.append(f"Kernel compiles before timing: {n} NVRTC compiles, {tot:.1f} s wall on the device host "
+                 "(parallel, all cores).")
+        L.append("")
+
+    if errors:
+        L.append("## Rows that failed")
+        L.append("")
+        for r in errors[:40]:
+            what = " ".join(str(r.get(k)) for k in ("bench", "model", "mode", "peer", "gemm", "kind", "routing", "T") if r.get(k) is not None)
+            L.append(f"- {what}: `{str(r['error'])[:300]}`")
+        L.append("")
+
+    chart_note = ""
+    if args.chart:
+        try:
+            chart_note = make_chart(args.chart, timed, peers, ceilings)
+        except Exception as ex:  # noqa: BLE001
+            chart_note = f"chart not made: {type(ex).__name__}: {ex}"
+    if chart_note:
+        L.append(chart_note)
+        L.append("")
+
+    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    with open(out_path, "w") as f:
+        f.write("\n".join(L))
+    print(f"report.py: wrote {out_path}" + (f" and {args.chart}" if args.chart and not chart_note.startswith("chart not") else ""))
+    return 0
+
+
+def make_chart(path, timed, peers, ceilings):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model = "gpt-oss-120b"
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    for ax, kind in zip(axes, ("layer", "gate_up")):
+        for mode in MODE_ORDER:
+            pts = sorted((r["T"], r["us"]) for r in timed if r["model"] == model and r["kind"] == kind
+                         and r["mode"] == mode and r.get("routing", "uniform") == "uniform")
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"moejit {mode}")
+        for pname in sorted(set(PEER_OF_MODE.values())):
+            pts = []
+            for T in sorted({k[3] for k in peers if k[0] == model}):
+                if kind == "layer":
+                    a = peers.get((model, "gate_up", "uniform", T, pname), {})
+                    b = peers.get((model, "down", "uniform", T, pname), {})
+                    if "us" in a and "us" in b:
+                        pts.append((T, a["us"] + b["us"]))
+                else:
+                    a = peers.get((model, kind, "uniform", T, pname), {})
+                    if "us" in a:
+                        pts.append((T, a["us"]))
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle="--", marker="x",
+                        label=pname + (" (gate_up+down)" if kind == "layer" else ""))
+        # Floor of the MXFP4 mode: max(bytes that must move / copy BW, flops / bf16 rate).
+        fl = sorted((r["T"], max(r.get("bytes", 0) / (ceilings["copy_TBps"] * 1e12),
+                                 r.get("flops", 0) / (ceilings["bf16_mm_TFLOPs"] * 1e12)) * 1e6)
+                    for r in timed if r["model"] == model and r["kind"] == kind and r["mode"] == "w4a16_mxfp4"
+                    and r.get("routing", "uniform") == "uniform" and "bytes" in r)
+        if fl:
+            ax.plot([p[0] for p in fl], [p[1] for p in fl], color="black", linestyle=":", label="w4a16_mxfp4 floor")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("tokens T")
+        ax.set_ylabel("time (us)")
+        ax.set_title(f"{model} {kind}, uniform routing")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"copy {ceilings['copy_TBps']:.2f} TB/s, bf16 {ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return f"![gpt-oss-120b time vs T]({os.path.basename(path)})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
