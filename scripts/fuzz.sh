@@ -15,8 +15,12 @@ TARGETS="${FUZZ_TARGETS:-entry pack key hf_config}"
 OUT="${FUZZ_OUT:-$BUILD_DIR/findings}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
-if ! command -v clang++ >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ]; then FUZZ=1 bash scripts/install-deps.sh; else echo "fuzz.sh: clang++ missing (apt-get install clang)" >&2; exit 3; fi
+# clang and its libFuzzer runtime (compiler-rt); idempotent.
+if [ "$(id -u)" -eq 0 ] || command -v sudo >/dev/null 2>&1; then
+  FUZZ=1 bash scripts/install-deps.sh
+elif ! command -v clang++ >/dev/null 2>&1; then
+  echo "fuzz.sh: clang++ missing (apt-get install clang libclang-rt-14-dev)" >&2
+  exit 3
 fi
 SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cmake -S . -B "$BUILD_DIR" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(cmake g++ make libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev catch2 libxxhash-dev)
 # FUZZ=1 (scripts/fuzz.sh only): clang for libFuzzer; not needed by the main build and tests.
-if [ "${FUZZ:-0}" = 1 ]; then pkgs+=(clang); fi
+if [ "${FUZZ:-0}" = 1 ]; then pkgs+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
