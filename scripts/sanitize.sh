@@ -33,7 +33,7 @@ fi
 if [ "$WHAT" = all ] || [ "$WHAT" = tsan ]; then
   start=$(date +%s)
   build build-tsan "-fsanitize=thread" moejit_tests_cpu moejit-prewarm moejit-cache
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
     build-tsan/tests/moejit_tests_cpu "[concurrency],[runtime],[crash],[cap]"
   echo "tsan: $(( $(date +%s) - start )) s (build + run)"
 fi
