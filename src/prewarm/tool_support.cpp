@@ -54,6 +54,18 @@ std::string one_line(const std::exception& e) {
   return s;
 }
 
+int run_tool_main(const char* tool, int (*run)(int, char**), int argc, char** argv) noexcept {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", tool, one_line(e).c_str());
+    return static_cast<int>(exit_code_for(e));
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unknown exception\n", tool);
+    return static_cast<int>(ExitCode::failed);
+  }
+}
+
 std::uint64_t parse_byte_size(std::string_view text, std::string_view what) {
   double value = 0;
   std::string_view rest;

@@ -39,6 +39,10 @@ ExitCode exit_code_for(const std::exception& e) noexcept;
 // The first line of e.what() with trailing blanks removed (the tools print one line).
 std::string one_line(const std::exception& e);
 
+// A tool's main(): runs `run`, turns any exception into one line
+// "<tool>: error: ..." on stderr and the exit code of exit_code_for().
+int run_tool_main(const char* tool, int (*run)(int, char**), int argc, char** argv) noexcept;
+
 // "4096", "512K", "10M", "1.5G", "2T", with an optional "B" / "iB" (case-insensitive);
 // binary units (K = 1024). Throws UsageError naming `what` and the text.
 std::uint64_t parse_byte_size(std::string_view text, std::string_view what = "size");

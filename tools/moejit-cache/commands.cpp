@@ -157,12 +157,11 @@ int cmd_stats(const std::filesystem::path& dir, bool json) {
   return 0;
 }
 
-int cmd_verify(const std::filesystem::path& dir, bool json, bool repair) {
-  const cache::VerifyReport r =
-      cache::verify_all(dir, repair ? cache::VerifyAction::repair : cache::VerifyAction::report);
+int print_verify_report(const cache::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
+                        bool json, const char* hint) {
   if (json) {
     Json j;
-    j["cache_dir"] = dir.string();
+    j[what_key] = what.string();
     j["entries_ok"] = r.entries_ok;
     j["problems"] = Json::array();
     for (const cache::Problem& p : r.problems)
@@ -172,12 +171,19 @@ int cmd_verify(const std::filesystem::path& dir, bool json, bool repair) {
   } else {
     for (const cache::Problem& p : r.problems)
       std::printf("%s: %s: %s\n", std::string(to_string(p.kind)).c_str(), p.path.c_str(), p.message.c_str());
-    std::printf("%s: %zu entries ok, %zu problems\n", dir.c_str(), r.entries_ok, r.problems.size());
-    if (!r.clean() && !repair)
-      std::printf("a corrupt entry is quarantined and recompiled on its next use; "
-                  "moejit-cache verify --repair moves the problems aside now\n");
+    std::printf("%s: %zu entries ok, %zu problems\n", what.c_str(), r.entries_ok, r.problems.size());
+    if (!r.clean() && hint != nullptr) std::printf("%s\n", hint);
   }
   return r.clean() ? 0 : static_cast<int>(ExitCode::failed);
+}
+
+int cmd_verify(const std::filesystem::path& dir, bool json, bool repair) {
+  const cache::VerifyReport r =
+      cache::verify_all(dir, repair ? cache::VerifyAction::repair : cache::VerifyAction::report);
+  return print_verify_report(r, "cache_dir", dir, json,
+                             repair ? nullptr
+                                    : "a corrupt entry is quarantined and recompiled on its next use; "
+                                      "moejit-cache verify --repair moves the problems aside now");
 }
 
 }  // namespace moejit::tools

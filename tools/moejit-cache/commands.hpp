@@ -8,6 +8,10 @@
 #include <optional>
 #include <string>
 
+namespace moejit::cache {
+struct VerifyReport;
+}
+
 namespace moejit::tools {
 
 // "2026-11-29 14:03" (local time).
@@ -19,6 +23,10 @@ int cmd_stats(const std::filesystem::path& dir, bool json);
 // Exit 1 when any entry is corrupt or any foreign / leftover file is found; lists
 // each. `repair`: also quarantine them (temp debris: remove).
 int cmd_verify(const std::filesystem::path& dir, bool json, bool repair);
+// Prints a verify report (JSON with `what_key`: `what`, or one line per problem
+// plus a summary and, when not clean, `hint`); returns the tool's exit code.
+int print_verify_report(const cache::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
+                        bool json, const char* hint);
 // Removes entries unused for longer than `older_than` and least-recently-used
 // entries beyond `max_size` bytes; without either limit, MOEJIT_CACHE_MAX_BYTES;
 // with none of the three, UsageError.

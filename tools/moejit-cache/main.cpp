@@ -94,13 +94,5 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace moejit::tools;
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", kTool, one_line(e).c_str());
-    return static_cast<int>(exit_code_for(e));
-  } catch (...) {
-    std::fprintf(stderr, "%s: error: unknown exception\n", kTool);
-    return static_cast<int>(ExitCode::failed);
-  }
+  return run_tool_main(kTool, run, argc, argv);
 }

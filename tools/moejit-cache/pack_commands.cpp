@@ -70,22 +70,7 @@ int cmd_ls_pack(const std::filesystem::path& pack_path, bool json) {
 }
 
 int cmd_verify_pack(const std::filesystem::path& pack_path, bool json) {
-  const cache::VerifyReport r = cache::verify_pack(pack_path);
-  if (json) {
-    Json j;
-    j["pack"] = pack_path.string();
-    j["entries_ok"] = r.entries_ok;
-    j["problems"] = Json::array();
-    for (const cache::Problem& p : r.problems)
-      j["problems"].push_back({{"path", p.path.string()}, {"kind", std::string(to_string(p.kind))}, {"message", p.message}});
-    j["ok"] = r.clean();
-    std::printf("%s\n", j.dump(2).c_str());
-  } else {
-    for (const cache::Problem& p : r.problems)
-      std::printf("%s: %s: %s\n", std::string(to_string(p.kind)).c_str(), p.path.c_str(), p.message.c_str());
-    std::printf("%s: %zu entries ok, %zu problems\n", pack_path.c_str(), r.entries_ok, r.problems.size());
-  }
-  return r.clean() ? 0 : static_cast<int>(ExitCode::failed);
+  return print_verify_report(cache::verify_pack(pack_path), "pack", pack_path, json, nullptr);
 }
 
 int cmd_export(const std::filesystem::path& dir, const std::filesystem::path& out, const std::string& target) {
