@@ -40,34 +40,6 @@
 
 namespace moejit {
 
-enum { kQuantBf16 = 0, kQuantMxfp4 = 1 };
-enum { kActNone = 0, kActSiluGated = 1, kActSwigluOai = 2 };
-enum { kBiasNone = 0, kBiasF32 = 1, kBiasBf16 = 2 };
-
-struct GroupedGemmParams {
-  const u16* a;              // bf16 activations; gate_up: X [T, K]; down: H [rows, K]
-  i64 a_row_stride;          // elements between rows of a
-  const u8* w;               // bf16 [E, N, K] or packed e2m1 [E, N, K/2], contiguous
-  const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4), contiguous
-  const void* bias;          // [E, N] f32 or bf16, contiguous, or null
-  const float* gamma;        // router weights [T * top_k], indexed by route id
-  void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [S, rows, N]
-  i64 out_row_stride;        // elements between rows of out
-  i64 out_split_stride;      // elements between split-K partials of out (S = gridDim.z)
-  const int* sorted_route;   // [rows] route id (t * top_k + j) of each sorted row
-  const int* tile_expert;    // [max_tiles] expert of each m-tile
-  const int* tile_row_begin; // [max_tiles] first sorted row of the m-tile
-  const int* tile_row_end;   // [max_tiles] end of the expert's rows (exclusive)
-  const int* num_tiles;      // [1] number of valid m-tiles
-  int n, k, top_k;
-  float act_alpha, act_limit;
-};
-
-// Bytes per weight row in the shared scale table: the row's K/32 scales plus up
-// to 3 bytes of alignment slack in front, rounded up to 4. The host computes the
-// same (src/ops/grouped_gemm_config.cpp).
-__host__ __device__ __forceinline__ int scale_row_pitch(int K) { return ((K / 32 + 3) + 3) & ~3; }
-
 template <int WARPS_M, int WARPS_N, int MI, int NI, int STAGES, int QUANT>
 struct GroupedGemmTraits {
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
@@ -84,15 +56,6 @@ struct GroupedGemmTraits {
   static constexpr int kMinBlocks =
       (QUANT == kQuantMxfp4 && MI * WARPS_M == 3 && kThreads == 128) ? 3 : 1;
 };
-
-// Logical output column -> physical weight row. silu_gated weights hold gate
-// in rows [0, N/2) and up in [N/2, N); the kernel interleaves them (gate at even,
-// up at odd logical columns) so that both halves of one output meet in one thread.
-template <int ACT>
-__device__ __forceinline__ int physical_row(int n, int N) {
-  if (ACT == kActSiluGated) return (n & 1) ? (N >> 1) + (n >> 1) : (n >> 1);
-  return n;
-}
 
 template <int WARPS_M, int WARPS_N, int MI, int NI, int STAGES, int QUANT, int ACT,
           int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
@@ -329,15 +292,8 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
         float v0 = acc[mi][ni][half * 2 + 0];
         float v1 = acc[mi][ni][half * 2 + 1];
         if (BIAS != kBiasNone && blockIdx.z == 0) {
-          const i64 b0i = (i64)expert * N + physical_row<ACT>(n, N);
-          const i64 b1i = (i64)expert * N + physical_row<ACT>(n + 1, N);
-          if (BIAS == kBiasF32) {
-            v0 += ((const float*)p.bias)[b0i];
-            v1 += ((const float*)p.bias)[b1i];
-          } else {
-            v0 += bf16_bits_to_f32(((const u16*)p.bias)[b0i]);
-            v1 += bf16_bits_to_f32(((const u16*)p.bias)[b1i]);
-          }
+          v0 += bias_at<BIAS, ACT>(p.bias, expert, n, N);
+          v1 += bias_at<BIAS, ACT>(p.bias, expert, n + 1, N);
         }
         if (OUT_F32) {
           float* o = (float*)p.out + blockIdx.z * p.out_split_stride + (i64)r * p.out_row_stride + n;
@@ -347,15 +303,7 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
           u16* o = (u16*)p.out + (i64)r * p.out_row_stride + n;
           *(u32*)o = pack_bf16x2(v0 * gamma, v1 * gamma);
         } else {
-          float h;
-          if (ACT == kActSiluGated) {
-            h = v0 * sigmoidf_(v0) * v1;
-          } else {
-            // Comparisons, not fminf/fmaxf: a NaN gate or linear value must stay NaN.
-            const float gt = v0 > p.act_limit ? p.act_limit : v0;
-            const float lin = v1 > p.act_limit ? p.act_limit : (v1 < -p.act_limit ? -p.act_limit : v1);
-            h = gt * sigmoidf_(p.act_alpha * gt) * (lin + 1.f);
-          }
+          const float h = gated_act<ACT>(v0, v1, p.act_alpha, p.act_limit);
           u16* o = (u16*)p.out + (i64)r * p.out_row_stride + (n >> 1);
           *o = f32_to_bf16_bits(h * gamma);
         }

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "moejit/error.hpp"
+#include "util/env.hpp"
 
 namespace moejit::ops {
 namespace {
@@ -12,7 +14,15 @@ constexpr int kSmCount = 132;  // H200; only shapes the heuristic, never correct
 constexpr int kBK = 64;
 }  // namespace
 
+int GemmConfig::bm() const { return kernel == GemmKernel::x_operand_a ? 16 * mi * warps_m : 8 * nt; }
+int GemmConfig::bn() const { return kernel == GemmKernel::x_operand_a ? 8 * ni * warps_n : 16 * mw * wn; }
+int GemmConfig::threads() const {
+  return kernel == GemmKernel::x_operand_a ? 32 * warps_m * warps_n : 32 * wn * kw;
+}
+
 std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
+  if (kernel == GemmKernel::mxfp4_decode) return 0;  // the K-split reduction buffer is static
+  if (kernel == GemmKernel::mxfp4_prefill) return static_cast<std::uint32_t>(stages * bm() * 256);  // 128-k slices
   const std::uint32_t a = bm() * kBK * 2;
   const std::uint32_t b = q == QuantMode::w4a16_mxfp4 ? bn() * kBK / 2 : bn() * kBK * 2;
   // MXFP4: the E8M0 scale table of the tile's rows (scale_row_pitch in the kernel).
@@ -21,7 +31,13 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
 }
 
 std::string GemmConfig::to_string() const {
-  return "bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
+  if (kernel != GemmKernel::x_operand_a)
+    return std::string("kernel=") + (kernel == GemmKernel::mxfp4_decode ? "mxfp4_decode" : "mxfp4_prefill") +
+           " bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(wn) + "x" +
+           std::to_string(kw) + " mw=" + std::to_string(mw) + " nt=" + std::to_string(nt) +
+           " depth=" + std::to_string(depth) +
+           (kernel == GemmKernel::mxfp4_prefill ? " stages=" + std::to_string(stages) : std::string());
+  return "kernel=x_operand_a bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
          "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
          " stages=" + std::to_string(stages) + " splits=" + std::to_string(splits) + " k_tail=" + (k_tail ? "1" : "0");
 }
@@ -50,6 +66,108 @@ std::string why_not_implementable(const SpecKey& key) {
   return {};
 }
 
+namespace {
+// MOEJIT_GEMM_TUNE (docs/environment.md): "decode.<field>=<int>,prefill.<field>=<int>,...",
+// fields wn, kw, mw, nt, depth, stages. Read once; bad text throws, naming it.
+struct TuneEntry {
+  bool decode;
+  std::string field;
+  int value;
+};
+const std::vector<TuneEntry>& tune_overrides() {
+  static const std::vector<TuneEntry> entries = [] {
+    std::vector<TuneEntry> out;
+    const auto text = util::env::gemm_tune();
+    if (!text) return out;
+    std::size_t at = 0;
+    while (at <= text->size()) {
+      const std::size_t end = std::min(text->find(',', at), text->size());
+      const std::string item = text->substr(at, end - at);
+      const std::size_t dot = item.find('.'), eq = item.find('=');
+      TuneEntry e{};
+      bool ok = dot != std::string::npos && eq != std::string::npos && dot < eq;
+      if (ok) {
+        const std::string kind = item.substr(0, dot);
+        e.decode = kind == "decode";
+        e.field = item.substr(dot + 1, eq - dot - 1);
+        ok = (kind == "decode" || kind == "prefill") &&
+             (e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" || e.field == "depth" ||
+              e.field == "stages");
+        try {
+          e.value = std::stoi(item.substr(eq + 1));
+        } catch (const std::exception&) {
+          ok = false;
+        }
+        ok = ok && e.value >= 1 && e.value <= 16;
+      }
+      if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item + "': expected decode.|prefill. + wn|kw|mw|nt|depth|stages = 1..16");
+      out.push_back(e);
+      at = end + 1;
+    }
+    return out;
+  }();
+  return entries;
+}
+
+void apply_tune(GemmConfig& c, const SpecKey& key) {
+  const bool decode = c.kernel == GemmKernel::mxfp4_decode;
+  bool changed = false;
+  for (const TuneEntry& e : tune_overrides()) {
+    if (e.decode != decode) continue;
+    int& f = e.field == "wn" ? c.wn : e.field == "kw" ? c.kw : e.field == "mw" ? c.mw : e.field == "nt" ? c.nt
+             : e.field == "depth" ? c.depth : c.stages;
+    f = e.value;
+    changed = true;
+  }
+  if (!changed) return;
+  // The kernels' contracts (see their tunable blocks).
+  const int kseg = std::min(4, static_cast<int>((key.k + 255) / 256));
+  const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32)
+                         : ((c.bm() * 16) % c.threads() == 0 && c.stages >= 2 && c.threads() <= 1024);
+  if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +
+                                 std::to_string(key.k));
+}
+
+// MXFP4 weights as the MMA's A operand (kernels/grouped_gemm_mxfp4_*_sm90.cuh).
+GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint64_t avg) {
+  GemmConfig c;
+  if (avg <= 24) {
+    // Decode: bytes bound. Each warp keeps depth * mw KB of weights in flight;
+    // about 16 warps per SM cover the H200's DRAM latency (Little's law:
+    // 4.2 TB/s * ~1 us = 32 KB per SM). Fewer weight groups than that: split K
+    // across the CTA's warps (reduced in shared memory, fixed order), then
+    // narrow the warps to one group.
+    c.kernel = GemmKernel::mxfp4_decode;
+    c.nt = avg <= 4 ? 1 : (avg <= 12 ? 2 : 4);
+    c.depth = 2;
+    const std::uint64_t want_warps = 16 * kSmCount;
+    const std::uint64_t groups = (key.n + 15) / 16 * hit;  // 16-row weight groups over the experts hit
+    const int steps = static_cast<int>((key.k + 255) / 256);  // 256-k super-steps
+    const int kseg = std::min(steps, 4);  // the kernel's fixed K segments; kw divides it
+    c.mw = 2;
+    c.kw = 1;
+    while (c.kw < 4 && kseg % (c.kw * 2) == 0 && (groups / c.mw) * c.kw < want_warps) c.kw *= 2;
+    // One weight group per warp when the ring would not fit with NT >= 4 tiles
+    // of accumulators and activations (spills at 255 registers otherwise).
+    if ((groups / c.mw) * c.kw < want_warps || c.nt >= 4) c.mw = 1;
+    c.wn = 4 / c.kw;
+    apply_tune(c, key);
+    return c;
+  }
+  // Prefill: tensor bound. 64-row token tiles (n8 tiles past an expert's last
+  // row are skipped), 128 weight rows per CTA.
+  c.kernel = GemmKernel::mxfp4_prefill;
+  c.wn = 4;
+  c.kw = 1;
+  c.mw = 2;
+  c.nt = 8;
+  c.stages = 3;
+  c.depth = 2;
+  apply_tune(c, key);
+  return c;
+}
+}  // namespace
+
 GemmConfig choose_config(const SpecKey& key) {
   if (auto why = why_not_implementable(key); !why.empty()) throw InvalidArgument(why);
   GemmConfig c;
@@ -57,6 +175,7 @@ GemmConfig choose_config(const SpecKey& key) {
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
   const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
   const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
+  if (key.quant == QuantMode::w4a16_mxfp4) return choose_mxfp4_swapab(key, hit, avg);
   const int KT = static_cast<int>((key.k + kBK - 1) / kBK);
   c.warps_m = 1;
   c.ni = 4;

@@ -10,15 +10,30 @@
 
 namespace moejit::ops {
 
+// Which kernel of the family runs the key.
+//   x_operand_a   : kernels/grouped_gemm_sm90.cuh, activations as the MMA's A
+//                   operand (bf16 weights; MXFP4 on other targets' fallbacks);
+//   mxfp4_decode  : kernels/grouped_gemm_mxfp4_decode_sm90.cuh, MXFP4 weights as
+//                   A, weights streamed to registers, K split across warps;
+//   mxfp4_prefill : kernels/grouped_gemm_mxfp4_prefill_sm90.cuh, MXFP4 weights as
+//                   A, activation tile through a shared-memory ring.
+enum class GemmKernel { x_operand_a, mxfp4_decode, mxfp4_prefill };
+
 struct GemmConfig {
+  GemmKernel kernel = GemmKernel::x_operand_a;
+  // x_operand_a
   int warps_m = 1, warps_n = 4, mi = 1, ni = 2, stages = 4;
   int splits = 1;       // split-K partials (down only; summed by the combine)
   bool k_tail = false;  // K % 64 != 0: zero-fill the last k-slice
-  int bm() const { return 16 * mi * warps_m; }
-  int bn() const { return 8 * ni * warps_n; }
-  int threads() const { return 32 * warps_m * warps_n; }
+  // mxfp4_decode / mxfp4_prefill: wn warps along N (prefill: all warps), kw
+  // warps along K (decode), mw 16-row weight groups per warp, nt n8 token tiles,
+  // depth weight steps in flight per warp (stages: activation ring, prefill).
+  int wn = 4, kw = 1, mw = 2, nt = 1, depth = 2;
+  int bm() const;  // routed rows per m-tile
+  int bn() const;  // weight rows (logical output columns) per CTA
+  int threads() const;
   std::uint32_t smem_bytes(QuantMode q, std::uint32_t k) const;  // dynamic shared memory, bytes
-  std::string to_string() const;  // "bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=6 splits=1 k_tail=0"
+  std::string to_string() const;  // "kernel=x_operand_a bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=6 splits=1 k_tail=0"
 };
 
 // Empty when the key can be run; otherwise the reason, naming the field and value.

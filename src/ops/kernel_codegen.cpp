@@ -2,6 +2,7 @@
 // The unit is the embedded device prelude plus the family's file; the template
 // arguments travel in the name expression, so one source text serves every
 // configuration and the content address differs only where the kernel does.
+#include <initializer_list>
 #include <string>
 
 #include "codegen/families.hpp"
@@ -12,13 +13,17 @@
 namespace moejit::codegen {
 namespace {
 
-std::string unit(std::string_view family_file) {
+// The device prelude, then the given kernel files in order.
+std::string unit(std::initializer_list<std::string_view> files) {
   std::string s = "// moejit generated translation unit\n";
   s += kernel_file("common.cuh");
-  s += "\n";
-  s += kernel_file(family_file);
+  for (std::string_view f : files) {
+    s += "\n";
+    s += kernel_file(f);
+  }
   return s;
 }
+std::string unit(std::string_view family_file) { return unit({family_file}); }
 
 int act_code(Activation a) {
   switch (a) {
@@ -43,16 +48,32 @@ int bias_code(BiasKind b) {
 KernelSource generate_grouped_gemm(const SpecKey& key) {
   const ops::GemmConfig c = ops::choose_config(key);
   const bool gate_up = key.op == OpKind::gate_up;
+  const std::string epilogue = std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
+                               (gate_up ? "true" : "false") + ", " + (key.router_weight ? "true" : "false") + ", " +
+                               (key.out_dtype == DType::f32 ? "true" : "false");
   KernelSource ks;
-  ks.source = unit("grouped_gemm_sm90.cuh");
-  ks.name_expression = "moejit::grouped_gemm_kernel<" + std::to_string(c.warps_m) + ", " +
-                       std::to_string(c.warps_n) + ", " + std::to_string(c.mi) + ", " + std::to_string(c.ni) +
-                       ", " + std::to_string(c.stages) + ", " +
-                       (key.quant == QuantMode::w4a16_mxfp4 ? "1" : "0") + ", " +
-                       std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
-                       (gate_up ? "true" : "false") + ", " + (key.router_weight ? "true" : "false") + ", " +
-                       (key.out_dtype == DType::f32 ? "true" : "false") + ", " + (c.k_tail ? "true" : "false") +
-                       ">";
+  switch (c.kernel) {
+    case ops::GemmKernel::mxfp4_decode:
+      ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_decode_sm90.cuh"});
+      ks.name_expression = "moejit::grouped_gemm_mxfp4_decode_kernel<" + std::to_string(c.wn) + ", " +
+                           std::to_string(c.kw) + ", " + std::to_string(c.mw) + ", " + std::to_string(c.nt) + ", " +
+                           std::to_string(c.depth) + ", " + epilogue + ">";
+      break;
+    case ops::GemmKernel::mxfp4_prefill:
+      ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_prefill_sm90.cuh"});
+      ks.name_expression = "moejit::grouped_gemm_mxfp4_prefill_kernel<" + std::to_string(c.wn) + ", " +
+                           std::to_string(c.mw) + ", " + std::to_string(c.nt) + ", " + std::to_string(c.stages) +
+                           ", " + std::to_string(c.depth) + ", " + epilogue + ">";
+      break;
+    case ops::GemmKernel::x_operand_a:
+      ks.source = unit({"grouped_gemm_params.cuh", "grouped_gemm_sm90.cuh"});
+      ks.name_expression = "moejit::grouped_gemm_kernel<" + std::to_string(c.warps_m) + ", " +
+                           std::to_string(c.warps_n) + ", " + std::to_string(c.mi) + ", " + std::to_string(c.ni) +
+                           ", " + std::to_string(c.stages) + ", " +
+                           (key.quant == QuantMode::w4a16_mxfp4 ? "1" : "0") + ", " + epilogue + ", " +
+                           (c.k_tail ? "true" : "false") + ">";
+      break;
+  }
   ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
   ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant, key.k);
   ks.config_text = c.to_string();

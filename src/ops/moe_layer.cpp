@@ -56,7 +56,7 @@ struct CombineParamsArg {
 
 constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(255); }
 
-// Workspace layout for T tokens. Why bm = 16 for the tile lists: it bounds every
+// Workspace layout for T tokens. Why bm = 8 for the tile lists: it bounds every
 // configuration's tile count, so the layout depends on T alone.
 struct Layout {
   std::size_t offsets, sorted_route, route_row, tiles[2][4], h, y, total;
@@ -64,7 +64,7 @@ struct Layout {
 };
 Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   const std::uint64_t R = T * s.top_k;
-  const std::uint64_t mt = ops::max_m_tiles(R, s.experts, 16);
+  const std::uint64_t mt = ops::max_m_tiles(R, s.experts, 8);
   Layout l{};
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {

@@ -83,6 +83,8 @@ std::optional<std::uint64_t> cache_max_bytes() {
   return n;
 }
 
+std::optional<std::string> gemm_tune() { return raw("MOEJIT_GEMM_TUNE"); }
+
 std::optional<std::filesystem::path> cache_pack() {
   if (auto v = raw("MOEJIT_CACHE_PACK")) return std::filesystem::path(*v);
   return std::nullopt;

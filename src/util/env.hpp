@@ -37,6 +37,11 @@ bool cache_allow_shared();
 // MOEJIT_CACHE_PACK: path of a read-only AOT pack; nullopt when unset.
 std::optional<std::filesystem::path> cache_pack();
 
+// MOEJIT_GEMM_TUNE: developer override of the MXFP4 grouped GEMM tile
+// parameters, e.g. "decode.kw=2,decode.depth=3,prefill.stages=4" (parsed by
+// src/ops/grouped_gemm_config.cpp); nullopt when unset.
+std::optional<std::string> gemm_tune();
+
 // Parses "123", "64K", "512M", "2G", "1T" (suffix case-insensitive, optional "B"/"iB").
 // nullopt on bad text or overflow.
 std::optional<std::uint64_t> parse_byte_size(const std::string& text);

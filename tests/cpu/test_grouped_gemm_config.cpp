@@ -34,7 +34,15 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
           const ops::GemmConfig c = ops::choose_config(key);
           INFO(key.to_text() << " -> " << c.to_string());
           CHECK(c.smem_bytes(q, key.k) <= 227u * 1024u);
-          CHECK((c.bm() * 8) % c.threads() == 0);  // A loader contract of the kernel
+          // Loader contracts of the kernels (activation chunks per thread).
+          if (c.kernel == ops::GemmKernel::x_operand_a) CHECK((c.bm() * 8) % c.threads() == 0);
+          if (c.kernel == ops::GemmKernel::mxfp4_prefill) CHECK((c.bm() * 16) % c.threads() == 0);
+          // MXFP4 always runs a swap-AB kernel; bf16 the activations-as-A one.
+          CHECK((c.kernel != ops::GemmKernel::x_operand_a) == (q == QuantMode::w4a16_mxfp4));
+          if (c.kernel == ops::GemmKernel::mxfp4_decode) {
+            CHECK(c.wn * c.kw == 4);
+            CHECK(std::min(4, int((key.k + 255) / 256)) % c.kw == 0);  // kw divides the kernel's K segments
+          }
           CHECK(c.splits >= 1);
           CHECK(c.splits <= ops::kSplitKMax);
           if (c.splits > 1) {
@@ -51,7 +59,12 @@ TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuri
     const auto gu = ops::choose_config(ops::gemm_key(OpKind::gate_up, s, QuantMode::w4a16_mxfp4, T, Target{}));
     const auto dn = ops::choose_config(ops::gemm_key(OpKind::down, s, QuantMode::w4a16_mxfp4, T, Target{}));
     std::printf("  T=%-6u gate_up %-62s down %s\n", T, gu.to_string().c_str(), dn.to_string().c_str());
-    if (T <= 64) CHECK(gu.bm() == 16);  // decode: one m16 tile, bytes bound
+    if (T <= 64) {  // decode: 8-row token tiles, bytes bound, no split-K partials
+      CHECK(gu.kernel == ops::GemmKernel::mxfp4_decode);
+      CHECK(gu.bm() == 8);
+      CHECK(dn.splits == 1);
+    }
+    if (T >= 4096) CHECK(gu.kernel == ops::GemmKernel::mxfp4_prefill);
   }
   // A decode down projection with too few warps splits K (Mixtral: 2 experts hit
   // at T = 1); prefill never does.

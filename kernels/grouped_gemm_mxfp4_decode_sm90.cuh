@@ -1,0 +1,219 @@
+// MXFP4 grouped GEMM for decode (few routed rows per expert), sm_90a:
+// out^T = W X^T with mma.sync m16n8k16, MXFP4 weights as the A operand (16
+// weight rows per MMA), up to 8 routed rows of one expert as the B operand.
+// Same semantics and parameters as grouped_gemm_sm90.cuh (GroupedGemmParams):
+//   gate_up: H[r] = act(X[t(r)] @ W1[e]^T + b1[e]);  down: Y[r] = gamma[r] * (H[r] @ W2[e]^T + b2[e]).
+//
+// Why this shape: a decode step is bound by streaming the weights of the
+// experts hit (W4A16 gpt-oss-120b T = 1: 53 MB, 12.5 us at 4.2 TB/s). Each warp
+// loads its weights straight into registers (16 bytes per lane per row, the
+// four lanes of a row covering 128 contiguous bytes), DEPTH super-steps ahead,
+// with no shared memory ring and no CTA barrier in the loop: a warp waits only
+// for its own loads. Activations (1..8 rows per tile) are read through L1.
+// The warps of a CTA may split K; their partial sums are reduced through
+// shared memory in warp order, so results are deterministic and every key
+// always runs the same reduction.
+//
+// ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp) ----
+//   WN     : warps along N; each owns MW groups of 16 weight rows (BN = 16 * MW * WN)
+//   KW     : warps along K (1, 2 or 4, dividing KSEG = min(4, S), S = ceil(K / 256));
+//            warp row wk reduces K segments [KSEG*wk/KW, KSEG*(wk+1)/KW)
+//   MW     : 16-row weight groups per warp
+//   NT     : n8 token tiles per m-tile (BM = 8 * NT routed rows of one expert)
+//   DEPTH  : super-steps of weights in flight per warp (registers: 32 * MW per step)
+//   Super-step: 256 k (lane q owns k [64q, 64q + 64) of it, two 32-k chunks).
+// Requirements (checked on the host): K % 32 == 0, N % 16 == 0.
+
+namespace moejit {
+
+template <int WN, int KW, int MW, int NT, int DEPTH, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT,
+          bool OUT_F32>
+__global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
+  constexpr int kSuper = 256;
+  const int tile = blockIdx.y;
+  if (tile >= *p.num_tiles) return;
+  const int expert = p.tile_expert[tile];
+  const int row_begin = p.tile_row_begin[tile];
+  const int row_end = p.tile_row_end[tile];
+  const int N = p.n, K = p.k;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wn = warp % WN, wk = warp / WN;
+  const int g = lane >> 2, q = lane & 3;
+  const int n_warp = (blockIdx.x * WN + wn) * 16 * MW;  // first logical row of the warp
+
+  // Weight and scale rows of the lane: fragment rows g (half 0) and g + 8 (half 1).
+  const i64 w_row_bytes = K / 2;
+  const int s_row_bytes = K / 32;
+  const u8* w_row[MW][2];
+  const u8* s_row[MW][2];
+  bool grp_ok[MW];
+#pragma unroll
+  for (int mw = 0; mw < MW; ++mw) {
+    const int L0 = n_warp + mw * 16;
+    grp_ok[mw] = L0 < N;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int L = grp_ok[mw] ? group_row<ACT>(L0, g + 8 * half) : 0;
+      const i64 phys = (i64)expert * N + physical_row<ACT>(L, N);
+      w_row[mw][half] = p.w + phys * w_row_bytes;
+      s_row[mw][half] = p.w_scales + phys * s_row_bytes;
+    }
+  }
+  // Activation row of the lane in each n8 tile (B column g); null = padding.
+  const u16* x_row[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int r = row_begin + nt * 8 + g;
+    x_row[nt] = nullptr;
+    if (r < row_end) {
+      const i64 src = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
+      x_row[nt] = p.a + src * p.a_row_stride;
+    }
+  }
+
+  // K in KSEG fixed segments (a function of K alone); warp row wk owns
+  // KSEG / KW consecutive ones. Each segment is summed from zero and the
+  // segments are added in order, in registers (KW = 1) or through shared
+  // memory: the bits do not depend on KW, so buckets whose configurations
+  // differ only in the K split give identical results (padding invariance).
+  const int S = (K + kSuper - 1) / kSuper;
+  const int KSEG = S < 4 ? S : 4;
+  const int seg_begin = KSEG * wk / KW, seg_end = KSEG * (wk + 1) / KW;
+  const int s_begin = (int)(((i64)S * seg_begin) / KSEG);
+  const int s_end = (int)(((i64)S * seg_end) / KSEG);
+
+  float acc[MW][NT][4], total[MW][NT][4];
+#pragma unroll
+  for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[mw][nt][c] = total[mw][nt][c] = 0.f;
+
+  constexpr int kUnits = MW * NT;
+  __shared__ float red[KW > 1 ? 4 * WN * kUnits * 4 * 32 : 1];  // [segment][wn][unit][c][lane]
+  int seg = seg_begin;
+  int seg_next = (int)(((i64)S * (seg + 1)) / KSEG);  // first super-step of the next segment
+  // End of segment seg: move its sum out of acc.
+  auto flush = [&]() {
+#pragma unroll
+    for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          if (KW > 1)
+            red[(((seg * WN + wn) * kUnits + mw * NT + nt) * 4 + c) * 32 + lane] = acc[mw][nt][c];
+          else
+            total[mw][nt][c] = seg == 0 ? acc[mw][nt][c] : total[mw][nt][c] + acc[mw][nt][c];
+          acc[mw][nt][c] = 0.f;
+        }
+    ++seg;
+    seg_next = (int)(((i64)S * (seg + 1)) / KSEG);
+  };
+
+  // Register ring: [slot][group][half][chunk] 16 bytes of weights + 1 scale byte.
+  u32 wbuf[DEPTH][MW][2][2][4];
+  u32 sbuf[DEPTH][MW][2][2];
+  auto load = [&](u32 (&wb)[MW][2][2][4], u32 (&sb)[MW][2][2], int s) {
+#pragma unroll
+    for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int k = s * kSuper + 64 * q + 32 * c;
+          // A chunk past K (or past this warp's range) has zero weights and
+          // scale 127 (factor 1): a stray 0xFF scale would turn 0 into NaN.
+          if (s < s_end && grp_ok[mw] && k < K) {
+            ldg_stream_v4(w_row[mw][half] + k / 2, wb[mw][half][c]);
+            sb[mw][half][c] = ldg_u8(s_row[mw][half] + k / 32);
+          } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) wb[mw][half][c][j] = 0u;
+            sb[mw][half][c] = 127u;
+          }
+        }
+  };
+  auto compute = [&](const u32 (&wb)[MW][2][2][4], const u32 (&sb)[MW][2][2], int s) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int k = s * kSuper + 64 * q + 32 * c;
+      u32 f1[MW][2], f2[MW][2];
+      bool big[MW][2];
+      bool any_big = false;
+#pragma unroll
+      for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          e8m0_to_e2m1_factors(sb[mw][half][c], f1[mw][half], f2[mw][half], big[mw][half]);
+          any_big |= big[mw][half];
+        }
+      const bool warp_big = __any_sync(0xffffffffu, any_big);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        u32 a[MW][2][4];
+#pragma unroll
+        for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            dequant_word(wb[mw][half][c][j], f1[mw][half], a[mw][half]);
+            if (warp_big && big[mw][half]) scale_big(f2[mw][half], a[mw][half]);
+          }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          u32 x[4] = {0u, 0u, 0u, 0u}, b[4];
+          if (x_row[nt] != nullptr && k < K) ldg_v4(x_row[nt] + k + 8 * j, x);
+          x_pairs(x, b);
+#pragma unroll
+          for (int mw = 0; mw < MW; ++mw) mma_word(acc[mw][nt], a[mw][0], a[mw][1], b);
+        }
+      }
+    }
+  };
+
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d) load(wbuf[d], sbuf[d], s_begin + d);
+  for (int s = s_begin; s < s_end; s += DEPTH) {
+#pragma unroll
+    for (int d = 0; d < DEPTH; ++d) {
+      if (s + d < s_end) {
+        compute(wbuf[d], sbuf[d], s + d);
+        load(wbuf[d], sbuf[d], s + d + DEPTH);
+        if (s + d + 1 == seg_next) flush();
+      }
+    }
+  }
+
+  // Epilogue: unit u = (mw, nt) of warp column wn is finished by warp row u % KW,
+  // after adding the segments' sums in segment order.
+  if (KW > 1) {
+    __syncthreads();
+#pragma unroll
+    for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int u = mw * NT + nt;
+        if (u % KW != wk) continue;
+        float v[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) v[c] = red[((wn * kUnits + u) * 4 + c) * 32 + lane];
+        for (int sg = 1; sg < KSEG; ++sg)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) v[c] += red[(((sg * WN + wn) * kUnits + u) * 4 + c) * 32 + lane];
+        if (grp_ok[mw])
+          swapab_epilogue<ACT, BIAS, ROUTER_WEIGHT, OUT_F32>(p, expert, n_warp + mw * 16, row_begin + nt * 8,
+                                                             row_end, v, g, q);
+      }
+  } else {
+#pragma unroll
+    for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+        if (grp_ok[mw])
+          swapab_epilogue<ACT, BIAS, ROUTER_WEIGHT, OUT_F32>(p, expert, n_warp + mw * 16, row_begin + nt * 8,
+                                                             row_end, total[mw][nt], g, q);
+  }
+}
+
+}  // namespace moejit

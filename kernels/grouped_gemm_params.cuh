@@ -1,0 +1,67 @@
+// Parameters and epilogue helpers shared by the bf16 / MXFP4 grouped GEMM kernels
+// (grouped_gemm_sm90.cuh: activations as the MMA's A operand;
+// grouped_gemm_mxfp4_decode_sm90.cuh and grouped_gemm_mxfp4_prefill_sm90.cuh:
+// MXFP4 weights as the A operand, "swap AB"). The host mirror of
+// GroupedGemmParams is GroupedGemmParamsArg in src/ops/moe_layer.cpp.
+
+namespace moejit {
+
+enum { kQuantBf16 = 0, kQuantMxfp4 = 1 };
+enum { kActNone = 0, kActSiluGated = 1, kActSwigluOai = 2 };
+enum { kBiasNone = 0, kBiasF32 = 1, kBiasBf16 = 2 };
+
+struct GroupedGemmParams {
+  const u16* a;              // bf16 activations; gate_up: X [T, K]; down: H [rows, K]
+  i64 a_row_stride;          // elements between rows of a
+  const u8* w;               // bf16 [E, N, K] or packed e2m1 [E, N, K/2], contiguous
+  const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4), contiguous
+  const void* bias;          // [E, N] f32 or bf16, contiguous, or null
+  const float* gamma;        // router weights [T * top_k], indexed by route id
+  void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [S, rows, N]
+  i64 out_row_stride;        // elements between rows of out
+  i64 out_split_stride;      // elements between split-K partials of out (S = gridDim.z)
+  const int* sorted_route;   // [rows] route id (t * top_k + j) of each sorted row
+  const int* tile_expert;    // [max_tiles] expert of each m-tile
+  const int* tile_row_begin; // [max_tiles] first sorted row of the m-tile
+  const int* tile_row_end;   // [max_tiles] end of the expert's rows (exclusive)
+  const int* num_tiles;      // [1] number of valid m-tiles
+  int n, k, top_k;
+  float act_alpha, act_limit;
+};
+
+// Bytes per weight row in the shared scale table: the row's K/32 scales plus up
+// to 3 bytes of alignment slack in front, rounded up to 4. The host computes the
+// same (src/ops/grouped_gemm_config.cpp).
+__host__ __device__ __forceinline__ int scale_row_pitch(int K) { return ((K / 32 + 3) + 3) & ~3; }
+
+// Logical output column -> physical weight row. silu_gated weights hold gate
+// in rows [0, N/2) and up in [N/2, N); the kernel interleaves them (gate at even,
+// up at odd logical columns) so that both halves of one output meet in one thread.
+template <int ACT>
+__device__ __forceinline__ int physical_row(int n, int N) {
+  if (ACT == kActSiluGated) return (n & 1) ? (N >> 1) + (n >> 1) : (n >> 1);
+  return n;
+}
+
+
+// Bias of logical output column n (physical weight row physical_row(n)) of expert e.
+template <int BIAS, int ACT>
+__device__ __forceinline__ float bias_at(const void* bias, int expert, int n, int N) {
+  const i64 i = (i64)expert * N + physical_row<ACT>(n, N);
+  if (BIAS == kBiasF32) return ((const float*)bias)[i];
+  if (BIAS == kBiasBf16) return bf16_bits_to_f32(((const u16*)bias)[i]);
+  return 0.f;
+}
+
+// Gated activation of one output: SiLU-gated (gate * sigmoid(gate) * up) or
+// gpt-oss SwiGLU (model card: alpha 1.702, limit 7.0, +1 on the linear half).
+template <int ACT>
+__device__ __forceinline__ float gated_act(float gate, float up, float alpha, float limit) {
+  if (ACT == kActSiluGated) return gate * sigmoidf_(gate) * up;
+  // Comparisons, not fminf/fmaxf: a NaN gate or linear value must stay NaN.
+  const float gt = gate > limit ? limit : gate;
+  const float lin = up > limit ? limit : (up < -limit ? -limit : up);
+  return gt * sigmoidf_(alpha * gt) * (lin + 1.f);
+}
+
+}  // namespace moejit
