@@ -32,9 +32,9 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
   constexpr int kSuper = 256;
   const int tile = blockIdx.y;
   if (tile >= *p.num_tiles) return;
-  const int expert = p.tile_expert[tile];
-  const int row_begin = p.tile_row_begin[tile];
-  const int row_end = p.tile_row_end[tile];
+  int expert = p.tile_expert[tile];
+  int row_begin = p.tile_row_begin[tile];
+  int row_end = p.tile_row_end[tile];
   const int N = p.n, K = p.k;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wn = warp % WN, wk = warp / WN;
@@ -186,7 +186,16 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
   }
 
   // Epilogue: unit u = (mw, nt) of warp column wn is finished by warp row u % KW,
-  // after adding the segments' sums in segment order.
+  // after adding the segments' sums in segment order. The tile is re-read here
+  // rather than kept live across the loop (ptxas spilled it otherwise).
+  {
+    const volatile int* te = p.tile_expert;
+    const volatile int* tb = p.tile_row_begin;
+    const volatile int* tn = p.tile_row_end;
+    expert = te[tile];
+    row_begin = tb[tile];
+    row_end = tn[tile];
+  }
   if (KW > 1) {
     __syncthreads();
 #pragma unroll

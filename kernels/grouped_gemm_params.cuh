@@ -64,4 +64,30 @@ __device__ __forceinline__ float gated_act(float gate, float up, float alpha, fl
   return gt * sigmoidf_(alpha * gt) * (lin + 1.f);
 }
 
+// Epilogue of two adjacent logical columns n, n + 1 of sorted row r for the
+// kernels whose accumulator rows are routed rows (activations as the A
+// operand): bias (when add_bias), then the router weight gamma and the store;
+// for gated activations n is the gate and n + 1 the up column of output n / 2.
+// OUT_F32 writes split-K partial z.
+template <int ACT, int BIAS, bool OUT_F32>
+__device__ __forceinline__ void store_column_pair(const GroupedGemmParams& p, int expert, int r, int n, float v0,
+                                                  float v1, float gamma, bool add_bias, int z) {
+  const int N = p.n;
+  if (BIAS != kBiasNone && add_bias) {
+    v0 += bias_at<BIAS, ACT>(p.bias, expert, n, N);
+    v1 += bias_at<BIAS, ACT>(p.bias, expert, n + 1, N);
+  }
+  if (OUT_F32) {
+    float* o = (float*)p.out + z * p.out_split_stride + (i64)r * p.out_row_stride + n;
+    o[0] = v0 * gamma;
+    o[1] = v1 * gamma;
+  } else if (ACT == kActNone) {
+    u16* o = (u16*)p.out + (i64)r * p.out_row_stride + n;
+    *(u32*)o = pack_bf16x2(v0 * gamma, v1 * gamma);
+  } else {
+    const float h = gated_act<ACT>(v0, v1, p.act_alpha, p.act_limit);
+    ((u16*)p.out)[(i64)r * p.out_row_stride + (n >> 1)] = f32_to_bf16_bits(h * gamma);
+  }
+}
+
 }  // namespace moejit

@@ -289,24 +289,8 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
       for (int ni = 0; ni < NI; ++ni) {
         const int n = n0 + warp_n * NI * 8 + ni * 8 + 2 * q;
         if (n >= N) continue;
-        float v0 = acc[mi][ni][half * 2 + 0];
-        float v1 = acc[mi][ni][half * 2 + 1];
-        if (BIAS != kBiasNone && blockIdx.z == 0) {
-          v0 += bias_at<BIAS, ACT>(p.bias, expert, n, N);
-          v1 += bias_at<BIAS, ACT>(p.bias, expert, n + 1, N);
-        }
-        if (OUT_F32) {
-          float* o = (float*)p.out + blockIdx.z * p.out_split_stride + (i64)r * p.out_row_stride + n;
-          o[0] = v0 * gamma;
-          o[1] = v1 * gamma;
-        } else if (ACT == kActNone) {
-          u16* o = (u16*)p.out + (i64)r * p.out_row_stride + n;
-          *(u32*)o = pack_bf16x2(v0 * gamma, v1 * gamma);
-        } else {
-          const float h = gated_act<ACT>(v0, v1, p.act_alpha, p.act_limit);
-          u16* o = (u16*)p.out + (i64)r * p.out_row_stride + (n >> 1);
-          *o = f32_to_bf16_bits(h * gamma);
-        }
+        store_column_pair<ACT, BIAS, OUT_F32>(p, expert, r, n, acc[mi][ni][half * 2 + 0], acc[mi][ni][half * 2 + 1],
+                                              gamma, blockIdx.z == 0, blockIdx.z);
       }
     }
   }

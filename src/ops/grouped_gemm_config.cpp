@@ -14,15 +14,24 @@ constexpr int kSmCount = 132;  // H200; only shapes the heuristic, never correct
 constexpr int kBK = 64;
 }  // namespace
 
-int GemmConfig::bm() const { return kernel == GemmKernel::x_operand_a ? 16 * mi * warps_m : 8 * nt; }
-int GemmConfig::bn() const { return kernel == GemmKernel::x_operand_a ? 8 * ni * warps_n : 16 * mw * wn; }
+int GemmConfig::bm() const {
+  if (kernel == GemmKernel::mxfp4_wgmma) return 64 * wg;
+  return kernel == GemmKernel::x_operand_a ? 16 * mi * warps_m : 8 * nt;
+}
+int GemmConfig::bn() const {
+  if (kernel == GemmKernel::mxfp4_wgmma) return 128;
+  return kernel == GemmKernel::x_operand_a ? 8 * ni * warps_n : 16 * mw * wn;
+}
 int GemmConfig::threads() const {
+  if (kernel == GemmKernel::mxfp4_wgmma) return 128 * wg;
   return kernel == GemmKernel::x_operand_a ? 32 * warps_m * warps_n : 32 * wn * kw;
 }
 
 std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   if (kernel == GemmKernel::mxfp4_decode) return 0;  // the K-split reduction buffer is static
   if (kernel == GemmKernel::mxfp4_prefill) return static_cast<std::uint32_t>(stages * bm() * 256);  // 128-k slices
+  if (kernel == GemmKernel::mxfp4_wgmma)  // kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, "Shared memory"
+    return 1024 + stages * (bm() * 128 + bn() * 32) + 2 * bn() * 128 + bn() * (((k / 32 + 3) + 3) & ~3u);
   const std::uint32_t a = bm() * kBK * 2;
   const std::uint32_t b = q == QuantMode::w4a16_mxfp4 ? bn() * kBK / 2 : bn() * kBK * 2;
   // MXFP4: the E8M0 scale table of the tile's rows (scale_row_pitch in the kernel).
@@ -31,6 +40,9 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
 }
 
 std::string GemmConfig::to_string() const {
+  if (kernel == GemmKernel::mxfp4_wgmma)
+    return "kernel=mxfp4_wgmma bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " wg=" +
+           std::to_string(wg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
   if (kernel != GemmKernel::x_operand_a)
     return std::string("kernel=") + (kernel == GemmKernel::mxfp4_decode ? "mxfp4_decode" : "mxfp4_prefill") +
            " bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(wn) + "x" +
@@ -92,7 +104,7 @@ const std::vector<TuneEntry>& tune_overrides() {
         e.field = item.substr(dot + 1, eq - dot - 1);
         ok = (kind == "decode" || kind == "prefill") &&
              (e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" || e.field == "depth" ||
-              e.field == "stages");
+              e.field == "stages" || e.field == "wg");
         try {
           e.value = std::stoi(item.substr(eq + 1));
         } catch (const std::exception&) {
@@ -100,7 +112,7 @@ const std::vector<TuneEntry>& tune_overrides() {
         }
         ok = ok && e.value >= 1 && e.value <= 16;
       }
-      if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item + "': expected decode.|prefill. + wn|kw|mw|nt|depth|stages = 1..16");
+      if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item + "': expected decode.|prefill. + wn|kw|mw|nt|depth|stages|wg = 1..16");
       out.push_back(e);
       at = end + 1;
     }
@@ -115,15 +127,16 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   for (const TuneEntry& e : tune_overrides()) {
     if (e.decode != decode) continue;
     int& f = e.field == "wn" ? c.wn : e.field == "kw" ? c.kw : e.field == "mw" ? c.mw : e.field == "nt" ? c.nt
-             : e.field == "depth" ? c.depth : c.stages;
+             : e.field == "depth" ? c.depth : e.field == "wg" ? c.wg : c.stages;
     f = e.value;
     changed = true;
   }
   if (!changed) return;
   // The kernels' contracts (see their tunable blocks).
   const int kseg = std::min(4, static_cast<int>((key.k + 255) / 256));
-  const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32)
-                         : ((c.bm() * 16) % c.threads() == 0 && c.stages >= 2 && c.threads() <= 1024);
+  bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32)
+                   : ((c.bm() * 16) % c.threads() == 0 && c.stages >= 2 && c.threads() <= 1024);
+  if (c.kernel == GemmKernel::mxfp4_wgmma) ok = c.wg >= 1 && c.wg <= 2 && c.stages >= 3;
   if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +
                                  std::to_string(key.k));
 }
@@ -140,29 +153,27 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     c.kernel = GemmKernel::mxfp4_decode;
     c.nt = avg <= 4 ? 1 : (avg <= 12 ? 2 : 4);
     c.depth = 2;
-    const std::uint64_t want_warps = 16 * kSmCount;
+    const std::uint64_t want_warps = 32 * kSmCount;
     const std::uint64_t groups = (key.n + 15) / 16 * hit;  // 16-row weight groups over the experts hit
     const int steps = static_cast<int>((key.k + 255) / 256);  // 256-k super-steps
     const int kseg = std::min(steps, 4);  // the kernel's fixed K segments; kw divides it
-    c.mw = 2;
+    // One 16-row group per warp: two groups (twice the registers in flight per
+    // warp) measured slower at T = 1 (gpt-oss gate_up 35.6 vs 28.4 us): fewer
+    // resident warps, and MW = 2 with NT >= 2 spills.
+    c.mw = 1;
     c.kw = 1;
-    while (c.kw < 4 && kseg % (c.kw * 2) == 0 && (groups / c.mw) * c.kw < want_warps) c.kw *= 2;
-    // One weight group per warp when the ring would not fit with NT >= 4 tiles
-    // of accumulators and activations (spills at 255 registers otherwise).
-    if ((groups / c.mw) * c.kw < want_warps || c.nt >= 4) c.mw = 1;
+    while (c.kw < 4 && kseg % (c.kw * 2) == 0 && groups * c.kw < want_warps) c.kw *= 2;
     c.wn = 4 / c.kw;
     apply_tune(c, key);
     return c;
   }
-  // Prefill: tensor bound. 64-row token tiles (n8 tiles past an expert's last
-  // row are skipped), 128 weight rows per CTA.
-  c.kernel = GemmKernel::mxfp4_prefill;
-  c.wn = 4;
-  c.kw = 1;
-  c.mw = 2;
-  c.nt = 8;
-  c.stages = 3;
-  c.depth = 2;
+  // Prefill: tensor bound. wgmma on 64 * wg routed rows x 128 weight rows; the
+  // dequantized slice is shared by the wg warpgroups, so two of them halve the
+  // dequantization per MMA once experts hold enough rows to fill them.
+  c.kernel = GemmKernel::mxfp4_wgmma;
+  c.k_tail = key.k % kBK != 0;
+  c.wg = avg > 48 ? 2 : 1;
+  c.stages = c.wg == 2 ? 3 : 4;  // two CTAs per SM in shared memory either way
   apply_tune(c, key);
   return c;
 }

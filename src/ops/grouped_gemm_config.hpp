@@ -16,8 +16,10 @@ namespace moejit::ops {
 //   mxfp4_decode  : kernels/grouped_gemm_mxfp4_decode_sm90.cuh, MXFP4 weights as
 //                   A, weights streamed to registers, K split across warps;
 //   mxfp4_prefill : kernels/grouped_gemm_mxfp4_prefill_sm90.cuh, MXFP4 weights as
-//                   A, activation tile through a shared-memory ring.
-enum class GemmKernel { x_operand_a, mxfp4_decode, mxfp4_prefill };
+//                   A, activation tile through a shared-memory ring;
+//   mxfp4_wgmma   : kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, weights dequantized
+//                   to a shared bf16 tile, wgmma on 64 * wg routed rows x 128.
+enum class GemmKernel { x_operand_a, mxfp4_decode, mxfp4_prefill, mxfp4_wgmma };
 
 struct GemmConfig {
   GemmKernel kernel = GemmKernel::x_operand_a;
@@ -29,6 +31,7 @@ struct GemmConfig {
   // warps along K (decode), mw 16-row weight groups per warp, nt n8 token tiles,
   // depth weight steps in flight per warp (stages: activation ring, prefill).
   int wn = 4, kw = 1, mw = 2, nt = 1, depth = 2;
+  int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each)
   int bm() const;  // routed rows per m-tile
   int bn() const;  // weight rows (logical output columns) per CTA
   int threads() const;

@@ -37,6 +37,7 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
           // Loader contracts of the kernels (activation chunks per thread).
           if (c.kernel == ops::GemmKernel::x_operand_a) CHECK((c.bm() * 8) % c.threads() == 0);
           if (c.kernel == ops::GemmKernel::mxfp4_prefill) CHECK((c.bm() * 16) % c.threads() == 0);
+          if (c.kernel == ops::GemmKernel::mxfp4_wgmma) CHECK((c.bm() * 8) % c.threads() == 0);
           // MXFP4 always runs a swap-AB kernel; bf16 the activations-as-A one.
           CHECK((c.kernel != ops::GemmKernel::x_operand_a) == (q == QuantMode::w4a16_mxfp4));
           if (c.kernel == ops::GemmKernel::mxfp4_decode) {
@@ -64,7 +65,7 @@ TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuri
       CHECK(gu.bm() == 8);
       CHECK(dn.splits == 1);
     }
-    if (T >= 4096) CHECK(gu.kernel == ops::GemmKernel::mxfp4_prefill);
+    if (T >= 4096) CHECK(gu.kernel == ops::GemmKernel::mxfp4_wgmma);
   }
   // A decode down projection with too few warps splits K (Mixtral: 2 experts hit
   // at T = 1); prefill never does.
