@@ -21,7 +21,7 @@
 // cannot change a real row's bits.
 //
 // ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp) ----
-//   WG     : warpgroups (BM = 64 * WG routed rows; 128 * WG threads)
+//   WG     : warpgroups, 1..3 (BM = 64 * WG routed rows; 128 * WG threads)
 //   STAGES : cp.async ring depth (>= 3; prefetch distance STAGES - 2)
 //   BN = 128 weight rows, BK = 64: fixed by the wgmma shape and the 128-byte swizzle.
 // Shared memory (bytes): 1024 (alignment) + STAGES * (BM * 128 + BN * 32)
@@ -75,14 +75,15 @@ struct WgmmaGemmTraits {
 };
 
 template <int WG, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
-__global__ void __launch_bounds__(128 * WG, 2) grouped_gemm_mxfp4_wgmma_kernel(const GroupedGemmParams p) {
+__global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_wgmma_kernel(const GroupedGemmParams p) {
   using Tr = WgmmaGemmTraits<WG, STAGES>;
   constexpr int THREADS = Tr::kThreads, BM = Tr::kBM, BN = Tr::kBN, BK = 64;
   static_assert(STAGES >= 3, "prefetch distance STAGES - 2 must be >= 1");
   constexpr int DIST = STAGES - 2;
   constexpr int X_ITERS = BM * 8 / THREADS;
-  constexpr int W_ITERS = BN * 2 / THREADS;  // half weight rows per thread
-  static_assert(BM * 8 % THREADS == 0 && BN * 2 % THREADS == 0, "loader shape");
+  constexpr int W_CHUNKS = BN * 2;  // half weight rows (16 bytes packed) per slice
+  constexpr int W_ITERS = (W_CHUNKS + THREADS - 1) / THREADS;
+  static_assert(BM * 8 % THREADS == 0, "loader shape");
 
   const int tile = blockIdx.y;
   if (tile >= *p.num_tiles) return;
@@ -123,8 +124,8 @@ __global__ void __launch_bounds__(128 * WG, 2) grouped_gemm_mxfp4_wgmma_kernel(c
   bool w_ok[W_ITERS];
 #pragma unroll
   for (int i = 0; i < W_ITERS; ++i) {
-    const int idx = tid + i * THREADS, row = idx >> 1;
-    w_ok[i] = n0 + row < N;
+    const int idx = tid + i * THREADS, row = (idx < W_CHUNKS ? idx : 0) >> 1;
+    w_ok[i] = idx < W_CHUNKS && n0 + row < N;
     w_src[i] = p.w + ((i64)expert * N + physical_row<ACT>(w_ok[i] ? n0 + row : 0, N)) * w_row_bytes + (idx & 1) * 16;
   }
 
@@ -143,6 +144,7 @@ __global__ void __launch_bounds__(128 * WG, 2) grouped_gemm_mxfp4_wgmma_kernel(c
 #pragma unroll
     for (int i = 0; i < W_ITERS; ++i) {
       const int idx = tid + i * THREADS;
+      if (W_CHUNKS % THREADS != 0 && idx >= W_CHUNKS) continue;
       const bool ok = w_ok[i] && (!K_TAIL || k0 + (idx & 1) * 32 < K);
       cp_async_16(wq_ring + slot * Tr::kWqBytes + idx * 16, ok ? (const void*)(w_src[i] + k0 / 2) : (const void*)p.w,
                   ok ? 16u : 0u);
@@ -162,7 +164,7 @@ __global__ void __launch_bounds__(128 * WG, 2) grouped_gemm_mxfp4_wgmma_kernel(c
   int s_off[W_ITERS];
 #pragma unroll
   for (int i = 0; i < W_ITERS; ++i) {
-    const int row = (tid + i * THREADS) >> 1;
+    const int row = ((tid + i * THREADS) % W_CHUNKS) >> 1;
     s_off[i] = row * s_pitch +
                (int)((((i64)expert * N + physical_row<ACT>(w_ok[i] ? n0 + row : 0, N)) * s_row_bytes) & 3);
   }
@@ -176,7 +178,6 @@ __global__ void __launch_bounds__(128 * WG, 2) grouped_gemm_mxfp4_wgmma_kernel(c
   float acc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-  const bool wg_active = row_begin + 64 * wg < row_end;  // this warpgroup's 64 rows hold real rows
 
   for (int kt = 0; kt < KT; ++kt) {
     cp_async_wait<DIST - 1>();
@@ -189,6 +190,7 @@ __global__ void __launch_bounds__(128 * WG, 2) grouped_gemm_mxfp4_wgmma_kernel(c
 #pragma unroll
     for (int it = 0; it < W_ITERS; ++it) {
       const int idx = tid + it * THREADS, w_row = idx >> 1, w_half = idx & 1;
+      if (W_CHUNKS % THREADS != 0 && idx >= W_CHUNKS) continue;
       u32 wv[4];
       lds128(wq_ring + (kt % STAGES) * Tr::kWqBytes + idx * 16, wv[0], wv[1], wv[2], wv[3]);
       const int sj = kt * 2 + w_half;
@@ -218,8 +220,11 @@ __global__ void __launch_bounds__(128 * WG, 2) grouped_gemm_mxfp4_wgmma_kernel(c
     fence_proxy_async();
     __syncthreads();  // the dequantized slice is complete
 
+    // Issued unconditionally: a wgmma under a branch makes ptxas serialize every
+    // wgmma of the kernel (warning C7510). A warpgroup whose rows are all
+    // padding multiplies zero-filled activations.
     wgmma_fence();
-    if (wg_active) {
+    {
       const u32 xa = x_ring + (kt % STAGES) * Tr::kXBytes + wg * 64 * 128;
       const u32 wb = w_tile + (kt & 1) * Tr::kWBytes;
       const u64 da = smem_desc_sw128(xa), db = smem_desc_sw128(wb);

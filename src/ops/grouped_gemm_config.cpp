@@ -136,7 +136,8 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   const int kseg = std::min(4, static_cast<int>((key.k + 255) / 256));
   bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32)
                    : ((c.bm() * 16) % c.threads() == 0 && c.stages >= 2 && c.threads() <= 1024);
-  if (c.kernel == GemmKernel::mxfp4_wgmma) ok = c.wg >= 1 && c.wg <= 2 && c.stages >= 3;
+  if (c.kernel == GemmKernel::mxfp4_wgmma)
+    ok = c.wg >= 1 && c.wg <= 3 && c.stages >= 3 && c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
   if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +
                                  std::to_string(key.k));
 }
@@ -144,14 +145,14 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
 // MXFP4 weights as the MMA's A operand (kernels/grouped_gemm_mxfp4_*_sm90.cuh).
 GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint64_t avg) {
   GemmConfig c;
-  if (avg <= 24) {
+  if (avg <= 8) {
     // Decode: bytes bound. Each warp keeps depth * mw KB of weights in flight;
     // about 16 warps per SM cover the H200's DRAM latency (Little's law:
     // 4.2 TB/s * ~1 us = 32 KB per SM). Fewer weight groups than that: split K
     // across the CTA's warps (reduced in shared memory, fixed order), then
     // narrow the warps to one group.
     c.kernel = GemmKernel::mxfp4_decode;
-    c.nt = avg <= 4 ? 1 : (avg <= 12 ? 2 : 4);
+    c.nt = avg <= 4 ? 1 : 2;
     c.depth = 2;
     const std::uint64_t want_warps = 32 * kSmCount;
     const std::uint64_t groups = (key.n + 15) / 16 * hit;  // 16-row weight groups over the experts hit
@@ -172,8 +173,25 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // dequantization per MMA once experts hold enough rows to fill them.
   c.kernel = GemmKernel::mxfp4_wgmma;
   c.k_tail = key.k % kBK != 0;
-  c.wg = avg > 48 ? 2 : 1;
-  c.stages = c.wg == 2 ? 3 : 4;  // two CTAs per SM in shared memory either way
+  // Each m-tile dequantizes the expert's whole weight slice once, so the tile
+  // should hold all of an expert's rows: u = avg + sqrt(avg) rows, one
+  // warpgroup per 64 (a warpgroup past the expert's last row idles). Measured on
+  // gpt-oss-120b T = 4096 (128 rows per expert): 64-row tiles 5125 us per layer,
+  // 128-row tiles 3409 us.
+  const double u = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
+  // Two warpgroups at most: three (one CTA per SM in shared memory) measured
+  // 4144 us against 3409 us with two (two CTAs per SM) at T = 4096.
+  c.wg = static_cast<int>(std::min(2.0, std::ceil(u / 64.0)));
+  // Shared memory per CTA: stages * (BM * 128 + 4096) + 32 KB + scales; one
+  // or two CTAs per SM (227 KB).
+  c.stages = c.wg == 1 ? 4 : (c.wg == 2 ? 3 : 5);
+  // Large K: the scale table (128 * K/32 bytes) takes ring stages, then warpgroups.
+  constexpr std::uint32_t kSmemMax = 227u * 1024u;
+  while (c.smem_bytes(key.quant, key.k) > kSmemMax && c.stages > 3) --c.stages;
+  while (c.smem_bytes(key.quant, key.k) > kSmemMax && c.wg > 1) --c.wg;
+  if (c.smem_bytes(key.quant, key.k) > kSmemMax)
+    throw InvalidArgument("key field k=" + std::to_string(key.k) + ": the E8M0 scale table of a 128-row tile (" +
+                          std::to_string(128 * (key.k / 32)) + " bytes) does not fit in shared memory");
   apply_tune(c, key);
   return c;
 }
@@ -186,7 +204,11 @@ GemmConfig choose_config(const SpecKey& key) {
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
   const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
   const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
-  if (key.quant == QuantMode::w4a16_mxfp4) return choose_mxfp4_swapab(key, hit, avg);
+  // MXFP4 between decode and prefill (8 < avg <= 24 rows per expert) stays on the
+  // activations-as-A kernel: measured on gpt-oss-120b T = 512 (16 rows per
+  // expert), layer 1382 us there, 2109 us on 64-row wgmma tiles, 2497 us on the
+  // decode kernel with 32-row tiles.
+  if (key.quant == QuantMode::w4a16_mxfp4 && (avg <= 8 || avg > 24)) return choose_mxfp4_swapab(key, hit, avg);
   const int KT = static_cast<int>((key.k + kBK - 1) / kBK);
   c.warps_m = 1;
   c.ni = 4;
