@@ -1,7 +1,7 @@
 // Parameters and epilogue helpers shared by the bf16 / MXFP4 grouped GEMM kernels
-// (grouped_gemm_sm90.cuh: activations as the MMA's A operand;
-// grouped_gemm_mxfp4_decode_sm90.cuh and grouped_gemm_mxfp4_prefill_sm90.cuh:
-// MXFP4 weights as the A operand, "swap AB"). The host mirror of
+// (grouped_gemm_sm90.cuh and grouped_gemm_mxfp4_wgmma_sm90.cuh: routed rows as
+// the MMA's M dimension; grouped_gemm_mxfp4_decode_sm90.cuh: MXFP4 weights as
+// the A operand, "swap AB"). The host mirror of
 // GroupedGemmParams is GroupedGemmParamsArg in src/ops/moe_layer.cpp.
 
 namespace moejit {

@@ -29,7 +29,6 @@ int GemmConfig::threads() const {
 
 std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   if (kernel == GemmKernel::mxfp4_decode) return 0;  // the K-split reduction buffer is static
-  if (kernel == GemmKernel::mxfp4_prefill) return static_cast<std::uint32_t>(stages * bm() * 256);  // 128-k slices
   if (kernel == GemmKernel::mxfp4_wgmma)  // kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, "Shared memory"
     return 1024 + stages * (bm() * 128 + bn() * 32) + 2 * bn() * 128 + bn() * (((k / 32 + 3) + 3) & ~3u);
   const std::uint32_t a = bm() * kBK * 2;
@@ -42,13 +41,13 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
 std::string GemmConfig::to_string() const {
   if (kernel == GemmKernel::mxfp4_wgmma)
     return "kernel=mxfp4_wgmma bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " wg=" +
-           std::to_string(wg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
+           std::to_string(wg) + " stages=" + std::to_string(stages) + " overlap=" + (depth == 2 ? "1" : "0") +
+           " k_tail=" + (k_tail ? "1" : "0");
   if (kernel != GemmKernel::x_operand_a)
-    return std::string("kernel=") + (kernel == GemmKernel::mxfp4_decode ? "mxfp4_decode" : "mxfp4_prefill") +
+    return std::string("kernel=mxfp4_decode") +
            " bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(wn) + "x" +
            std::to_string(kw) + " mw=" + std::to_string(mw) + " nt=" + std::to_string(nt) +
-           " depth=" + std::to_string(depth) +
-           (kernel == GemmKernel::mxfp4_prefill ? " stages=" + std::to_string(stages) : std::string());
+           " depth=" + std::to_string(depth);
   return "kernel=x_operand_a bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
          "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
          " stages=" + std::to_string(stages) + " splits=" + std::to_string(splits) + " k_tail=" + (k_tail ? "1" : "0");
@@ -134,10 +133,9 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   if (!changed) return;
   // The kernels' contracts (see their tunable blocks).
   const int kseg = std::min(4, static_cast<int>((key.k + 255) / 256));
-  bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32)
-                   : ((c.bm() * 16) % c.threads() == 0 && c.stages >= 2 && c.threads() <= 1024);
-  if (c.kernel == GemmKernel::mxfp4_wgmma)
-    ok = c.wg >= 1 && c.wg <= 3 && c.stages >= 3 && c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
+  const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32)
+                         : c.wg >= 1 && c.wg <= 3 && c.stages >= 3 && (c.depth == 1 || c.depth == 2) &&
+         c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
   if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +
                                  std::to_string(key.k));
 }

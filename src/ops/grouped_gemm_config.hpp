@@ -15,11 +15,9 @@ namespace moejit::ops {
 //                   operand (bf16 weights; MXFP4 on other targets' fallbacks);
 //   mxfp4_decode  : kernels/grouped_gemm_mxfp4_decode_sm90.cuh, MXFP4 weights as
 //                   A, weights streamed to registers, K split across warps;
-//   mxfp4_prefill : kernels/grouped_gemm_mxfp4_prefill_sm90.cuh, MXFP4 weights as
-//                   A, activation tile through a shared-memory ring;
 //   mxfp4_wgmma   : kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, weights dequantized
 //                   to a shared bf16 tile, wgmma on 64 * wg routed rows x 128.
-enum class GemmKernel { x_operand_a, mxfp4_decode, mxfp4_prefill, mxfp4_wgmma };
+enum class GemmKernel { x_operand_a, mxfp4_decode, mxfp4_wgmma };
 
 struct GemmConfig {
   GemmKernel kernel = GemmKernel::x_operand_a;
@@ -27,11 +25,11 @@ struct GemmConfig {
   int warps_m = 1, warps_n = 4, mi = 1, ni = 2, stages = 4;
   int splits = 1;       // split-K partials (down only; summed by the combine)
   bool k_tail = false;  // K % 64 != 0: zero-fill the last k-slice
-  // mxfp4_decode / mxfp4_prefill: wn warps along N (prefill: all warps), kw
-  // warps along K (decode), mw 16-row weight groups per warp, nt n8 token tiles,
-  // depth weight steps in flight per warp (stages: activation ring, prefill).
+  // mxfp4_decode: wn warps along N, kw warps along K, mw 16-row weight groups
+  // per warp, nt n8 token tiles, depth weight steps in flight per warp.
   int wn = 4, kw = 1, mw = 2, nt = 1, depth = 2;
-  int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each)
+  int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each); depth 2 = MMAs overlap the next
+               // slice's dequantization, 1 = they retire first
   int bm() const;  // routed rows per m-tile
   int bn() const;  // weight rows (logical output columns) per CTA
   int threads() const;

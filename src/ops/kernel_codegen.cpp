@@ -59,16 +59,11 @@ KernelSource generate_grouped_gemm(const SpecKey& key) {
                            std::to_string(c.kw) + ", " + std::to_string(c.mw) + ", " + std::to_string(c.nt) + ", " +
                            std::to_string(c.depth) + ", " + epilogue + ">";
       break;
-    case ops::GemmKernel::mxfp4_prefill:
-      ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_prefill_sm90.cuh"});
-      ks.name_expression = "moejit::grouped_gemm_mxfp4_prefill_kernel<" + std::to_string(c.wn) + ", " +
-                           std::to_string(c.mw) + ", " + std::to_string(c.nt) + ", " + std::to_string(c.stages) +
-                           ", " + std::to_string(c.depth) + ", " + epilogue + ">";
-      break;
     case ops::GemmKernel::mxfp4_wgmma:
       ks.source = unit({"grouped_gemm_params.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh"});
       ks.name_expression = "moejit::grouped_gemm_mxfp4_wgmma_kernel<" + std::to_string(c.wg) + ", " +
-                           std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
+                           std::to_string(c.stages) + ", " + (c.depth == 2 ? "true" : "false") + ", " + epilogue +
+                           ", " + (c.k_tail ? "true" : "false") + ">";
       break;
     case ops::GemmKernel::x_operand_a:
       ks.source = unit({"grouped_gemm_params.cuh", "grouped_gemm_sm90.cuh"});

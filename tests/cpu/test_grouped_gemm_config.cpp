@@ -36,7 +36,6 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
           CHECK(c.smem_bytes(q, key.k) <= 227u * 1024u);
           // Loader contracts of the kernels (activation chunks per thread).
           if (c.kernel == ops::GemmKernel::x_operand_a) CHECK((c.bm() * 8) % c.threads() == 0);
-          if (c.kernel == ops::GemmKernel::mxfp4_prefill) CHECK((c.bm() * 16) % c.threads() == 0);
           if (c.kernel == ops::GemmKernel::mxfp4_wgmma) CHECK((c.bm() * 8) % c.threads() == 0);
           // bf16 always runs the activations-as-A kernel; MXFP4 only between
           // decode (<= 8 rows per expert hit) and prefill (> 24).
