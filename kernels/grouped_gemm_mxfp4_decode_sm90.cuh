@@ -115,31 +115,19 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
   // Register ring: [slot][group][half][chunk] 16 bytes of weights + 1 scale byte.
   u32 wbuf[DEPTH][MW][2][2][4];
   u32 sbuf[DEPTH][MW][2][2];
-  // The lane's k within a super-step: [64q, 64q + 64); byte offsets are
-  // unsigned and advance by constants (128 weight bytes, 8 scale bytes per step).
-  const u32 kq = 64u * q;
-  const bool s_pair = (K / 32) % 2 == 0;  // every lane's two scale bytes are 2-byte aligned
   auto load = [&](u32 (&wb)[MW][2][2][4], u32 (&sb)[MW][2][2], int s) {
-    const u32 k0 = (u32)s * kSuper + kq;
-    const u32 w_off = k0 >> 1, s_off = k0 >> 5;
 #pragma unroll
     for (int mw = 0; mw < MW; ++mw)
 #pragma unroll
       for (int half = 0; half < 2; ++half)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
+          const int k = s * kSuper + 64 * q + 32 * c;
           // A chunk past K (or past this warp's range) has zero weights and
           // scale 127 (factor 1): a stray 0xFF scale would turn 0 into NaN.
-          if (s < s_end && grp_ok[mw] && k0 + 32u * c < (u32)K) {
-            ldg_stream_v4(w_row[mw][half] + w_off + 16u * c, wb[mw][half][c]);
-            // Both chunks' scales in one 2-byte load when aligned (K/32 even).
-            if (c == 0 && s_pair && k0 + 32u < (u32)K) {
-              const u32 two = ldg_u16(s_row[mw][half] + s_off);
-              sb[mw][half][0] = two & 0xFFu;
-              sb[mw][half][1] = two >> 8;
-            } else if (c == 0 || !s_pair) {
-              sb[mw][half][c] = ldg_u8(s_row[mw][half] + s_off + c);
-            }
+          if (s < s_end && grp_ok[mw] && k < K) {
+            ldg_stream_v4(w_row[mw][half] + k / 2, wb[mw][half][c]);
+            sb[mw][half][c] = ldg_u8(s_row[mw][half] + k / 32);
           } else {
 #pragma unroll
             for (int j = 0; j < 4; ++j) wb[mw][half][c][j] = 0u;
@@ -147,35 +135,10 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
           }
         }
   };
-  // One 32-k chunk of the lane: four weight words per row, two MMAs each. BIG
-  // (a warp-uniform branch, rare): some lane's scale needs the second factor.
-  // Called with a literal BIG at both sites, so each inlined copy is specialized.
-  auto chunk = [&](bool BIG, const u32 (&wb)[MW][2][2][4], int c, u32 k, const u32 (&f1)[MW][2],
-                   const u32 (&f2)[MW][2], const bool (&big)[MW][2]) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      u32 a[MW][2][4];
-#pragma unroll
-      for (int mw = 0; mw < MW; ++mw)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          dequant_word(wb[mw][half][c][j], f1[mw][half], a[mw][half]);
-          if (BIG && big[mw][half]) scale_big(f2[mw][half], a[mw][half]);
-        }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        u32 x[4] = {0u, 0u, 0u, 0u}, b[4];
-        if (x_row[nt] != nullptr && k < (u32)K) ldg_v4(x_row[nt] + k + 8u * j, x);
-        x_pairs(x, b);
-#pragma unroll
-        for (int mw = 0; mw < MW; ++mw) mma_word(acc[mw][nt], a[mw][0], a[mw][1], b);
-      }
-    }
-  };
   auto compute = [&](const u32 (&wb)[MW][2][2][4], const u32 (&sb)[MW][2][2], int s) {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const u32 k = (u32)s * kSuper + kq + 32u * c;
+      const int k = s * kSuper + 64 * q + 32 * c;
       u32 f1[MW][2], f2[MW][2];
       bool big[MW][2];
       bool any_big = false;
@@ -186,10 +149,26 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
           e8m0_to_e2m1_factors(sb[mw][half][c], f1[mw][half], f2[mw][half], big[mw][half]);
           any_big |= big[mw][half];
         }
-      if (__any_sync(0xffffffffu, any_big))
-        chunk(true, wb, c, k, f1, f2, big);
-      else
-        chunk(false, wb, c, k, f1, f2, big);
+      const bool warp_big = __any_sync(0xffffffffu, any_big);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        u32 a[MW][2][4];
+#pragma unroll
+        for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            dequant_word(wb[mw][half][c][j], f1[mw][half], a[mw][half]);
+            if (warp_big && big[mw][half]) scale_big(f2[mw][half], a[mw][half]);
+          }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          u32 x[4] = {0u, 0u, 0u, 0u}, b[4];
+          if (x_row[nt] != nullptr && k < K) ldg_v4(x_row[nt] + k + 8 * j, x);
+          x_pairs(x, b);
+#pragma unroll
+          for (int mw = 0; mw < MW; ++mw) mma_word(acc[mw][nt], a[mw][0], a[mw][1], b);
+        }
+      }
     }
   };
 

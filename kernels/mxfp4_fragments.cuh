@@ -30,11 +30,6 @@ __device__ __forceinline__ void ldg_v4(const void* ptr, u32 (&r)[4]) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "l"(ptr));
 }
-__device__ __forceinline__ u32 ldg_u16(const u8* ptr) {
-  u16 v;
-  asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(v) : "l"(ptr));
-  return v;
-}
 __device__ __forceinline__ u32 ldg_u8(const u8* ptr) {
   u16 v;
   asm volatile("ld.global.nc.u8 %0, [%1];" : "=h"(v) : "l"(ptr));
