@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "moejit/error.hpp"
@@ -77,45 +78,45 @@ std::string why_not_implementable(const SpecKey& key) {
   return {};
 }
 
-namespace {
-// MOEJIT_GEMM_TUNE (docs/environment.md): "decode.<field>=<int>,prefill.<field>=<int>,...",
-// fields wn, kw, mw, nt, depth, stages. Read once; bad text throws, naming it.
-struct TuneEntry {
-  bool decode;
-  std::string field;
-  int value;
-};
-const std::vector<TuneEntry>& tune_overrides() {
-  static const std::vector<TuneEntry> entries = [] {
-    std::vector<TuneEntry> out;
-    const auto text = util::env::gemm_tune();
-    if (!text) return out;
-    std::size_t at = 0;
-    while (at <= text->size()) {
-      const std::size_t end = std::min(text->find(',', at), text->size());
-      const std::string item = text->substr(at, end - at);
-      const std::size_t dot = item.find('.'), eq = item.find('=');
-      TuneEntry e{};
-      bool ok = dot != std::string::npos && eq != std::string::npos && dot < eq;
-      if (ok) {
-        const std::string kind = item.substr(0, dot);
-        e.decode = kind == "decode";
-        e.field = item.substr(dot + 1, eq - dot - 1);
-        ok = (kind == "decode" || kind == "prefill") &&
-             (e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" || e.field == "depth" ||
-              e.field == "stages" || e.field == "wg");
-        try {
-          e.value = std::stoi(item.substr(eq + 1));
-        } catch (const std::exception&) {
-          ok = false;
-        }
-        ok = ok && e.value >= 1 && e.value <= 16;
+std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
+  std::vector<GemmTune> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t end = std::min(text.find(',', at), text.size());
+    const std::string item(text.substr(at, end - at));
+    const std::size_t dot = item.find('.'), eq = item.find('=');
+    GemmTune e{};
+    bool ok = dot != std::string::npos && eq != std::string::npos && dot < eq;
+    if (ok) {
+      const std::string kind = item.substr(0, dot);
+      e.decode = kind == "decode";
+      e.field = item.substr(dot + 1, eq - dot - 1);
+      ok = (kind == "decode" || kind == "prefill") &&
+           (e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" || e.field == "depth" ||
+            e.field == "stages" || e.field == "wg");
+      std::size_t used = 0;
+      try {
+        e.value = std::stoi(item.substr(eq + 1), &used);
+      } catch (const std::exception&) {
+        ok = false;
       }
-      if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item + "': expected decode.|prefill. + wn|kw|mw|nt|depth|stages|wg = 1..16");
-      out.push_back(e);
-      at = end + 1;
+      ok = ok && used == item.size() - eq - 1 && e.value >= 1 && e.value <= 16;
     }
-    return out;
+    if (!ok)
+      throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
+                            "': expected decode.<f>=<n> or prefill.<f>=<n>, f in wn|kw|mw|nt|depth|stages|wg, n in 1..16");
+    out.push_back(e);
+    at = end + 1;
+  }
+  return out;
+}
+
+namespace {
+// MOEJIT_GEMM_TUNE, parsed once per process.
+const std::vector<GemmTune>& tune_overrides() {
+  static const std::vector<GemmTune> entries = [] {
+    const auto text = util::env::gemm_tune();
+    return text ? parse_gemm_tune(*text) : std::vector<GemmTune>{};
   }();
   return entries;
 }
@@ -123,7 +124,7 @@ const std::vector<TuneEntry>& tune_overrides() {
 void apply_tune(GemmConfig& c, const SpecKey& key) {
   const bool decode = c.kernel == GemmKernel::mxfp4_decode;
   bool changed = false;
-  for (const TuneEntry& e : tune_overrides()) {
+  for (const GemmTune& e : tune_overrides()) {
     if (e.decode != decode) continue;
     int& f = e.field == "wn" ? c.wn : e.field == "kw" ? c.kw : e.field == "mw" ? c.mw : e.field == "nt" ? c.nt
              : e.field == "depth" ? c.depth : e.field == "wg" ? c.wg : c.stages;

@@ -5,6 +5,8 @@
 // kernel's launch contract (grid, block, shared memory) lives in one place.
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "moejit/key.hpp"
 
@@ -36,6 +38,17 @@ struct GemmConfig {
   std::uint32_t smem_bytes(QuantMode q, std::uint32_t k) const;  // dynamic shared memory, bytes
   std::string to_string() const;  // "kernel=x_operand_a bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=6 splits=1 k_tail=0"
 };
+
+// One item of MOEJIT_GEMM_TUNE (docs/environment.md): "decode.kw=2" overrides
+// field kw of the decode configuration, "prefill.stages=4" field stages of the
+// wgmma configuration.
+struct GemmTune {
+  bool decode = true;  // decode (mxfp4_decode) or prefill (mxfp4_wgmma)
+  std::string field;   // wn, kw, mw, nt, depth, stages or wg
+  int value = 0;       // 1..16
+};
+// Parses comma-separated items. Throws InvalidArgument naming the first bad item.
+std::vector<GemmTune> parse_gemm_tune(std::string_view text);
 
 // Empty when the key can be run; otherwise the reason, naming the field and value.
 std::string why_not_implementable(const SpecKey& key);

@@ -92,3 +92,18 @@ TEST_CASE("grouped GEMM config: keys it cannot run are rejected naming the field
   CHECK_THROWS_WITH(ops::check_shape(shape(2896 - 8, 2880, 128, 4, Activation::silu_gated), QuantMode::mxfp8),
                     Catch::Contains("hidden=2888"));
 }
+
+TEST_CASE("grouped GEMM config: MOEJIT_GEMM_TUNE items parse, bad ones are named", "[heuristic]") {
+  const auto t = ops::parse_gemm_tune("decode.kw=2,prefill.stages=4,prefill.wg=1");
+  REQUIRE(t.size() == 3);
+  CHECK(t[0].decode);
+  CHECK(t[0].field == "kw");
+  CHECK(t[0].value == 2);
+  CHECK(!t[1].decode);
+  CHECK(t[1].field == "stages");
+  CHECK(t[2].value == 1);
+  for (const char* bad : {"decode.kw", "decode.kw=0", "decode.kw=17", "decode.kw=2x", "both.kw=2", "decode.tile=2",
+                          "decode.kw=2,", "kw=2"})
+    CHECK_THROWS_WITH(ops::parse_gemm_tune(bad), Catch::Contains("MOEJIT_GEMM_TUNE item"));
+  CHECK_THROWS_WITH(ops::parse_gemm_tune("decode.kw=2,prefill.depth=x"), Catch::Contains("'prefill.depth=x'"));
+}
