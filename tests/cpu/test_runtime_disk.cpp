@@ -8,6 +8,7 @@
 #include "cache/content_address.hpp"
 #include "cache/disk_cache.hpp"
 #include "compiler/nvrtc_compiler.hpp"
+#include "moejit/moe_layer.hpp"
 #include "test_cache_support.hpp"
 
 using namespace moejit;
@@ -92,4 +93,34 @@ TEST_CASE("runtime: 4 processes on one cold directory compile a kernel once", "[
   CHECK(stats.disk_hits == kProcs - 1);
   CHECK(cache::verify_all(dir.path()).clean());
   CHECK(cache::list_entries(dir.path()).size() == 1);
+}
+
+TEST_CASE("runtime: compiled() carries the ptxas report of real MoE kernels, compiled and from disk",
+          "[runtime][cache][nvrtc]") {
+  REQUIRE_NVRTC();
+  TempDir dir;
+  MoeLayerShape s;
+  s.hidden = 2880, s.intermediate = 2880, s.experts = 128, s.top_k = 4;
+  s.act = Activation::swiglu_oai, s.act_alpha = 1.702f, s.act_limit = 7.f;
+  s.gate_up_bias = s.down_bias = BiasKind::bf16;
+  const auto keys = moe_layer_keys(s, QuantMode::w4a16_mxfp4, 1, Target{});
+  RuntimeOptions o;
+  o.cache_dir = dir.path();
+  o.seal_policy = SealPolicy::warn;
+  {
+    Runtime rt(o);
+    for (const SpecKey& k : keys) {
+      INFO(k.to_text());
+      const auto ck = rt.compiled(k);
+      CHECK(ck->resources.registers > 0);
+      CHECK(ck->resources.spill_store_bytes == 0);
+      CHECK(rt.compiled(k)->resources.registers == ck->resources.registers);  // memory hit
+    }
+  }
+  Runtime again(o);
+  for (const SpecKey& k : keys) {
+    INFO(k.to_text());
+    CHECK(again.lookup_compiled(k).origin == CompiledKernel::Origin::disk);
+    CHECK(again.compiled(k)->resources.registers > 0);
+  }
 }
