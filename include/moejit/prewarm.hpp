@@ -17,6 +17,11 @@ struct PrewarmPlan {
   std::string model_name;               // for reports only
   std::vector<MoeLayerShape> layers;    // distinct layer shapes (one for most models)
   std::vector<QuantMode> quant_modes;   // usually one
+  // Weight-scale layouts to cover (fp8_per_token serves per_expert and
+  // per_channel weights, which are different kernels). Empty = each mode's
+  // default_weight_scale. A listed layout applies to the modes that accept it;
+  // one that no listed mode accepts is an InvalidArgument naming it.
+  std::vector<WeightScale> weight_scales;
   std::uint64_t max_num_tokens = 8192;  // per-step token budget of the server
   int bucket_exponent = 3;             // buckets per octave = 2^bucket_exponent
   Target target{};

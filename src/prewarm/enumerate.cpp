@@ -1,4 +1,5 @@
 // enumerate_keys: plan -> the finite, de-duplicated set of specialization keys.
+#include <algorithm>
 #include <string>
 #include <unordered_set>
 
@@ -20,6 +21,19 @@ struct KeyHashFn {
 
 }  // namespace
 
+bool prewarm_detail::accepts(QuantMode q, WeightScale w) {
+  if (w == default_weight_scale(q)) return true;
+  return q == QuantMode::fp8_per_token && (w == WeightScale::per_expert || w == WeightScale::per_channel);
+}
+
+std::vector<WeightScale> prewarm_detail::scales_for(const PrewarmPlan& plan, QuantMode q) {
+  std::vector<WeightScale> out;
+  for (WeightScale w : plan.weight_scales)
+    if (accepts(q, w) && std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
+  if (out.empty()) out.push_back(default_weight_scale(q));
+  return out;
+}
+
 void prewarm_detail::check_plan(const PrewarmPlan& plan) {
   if (plan.max_num_tokens == 0)
     throw InvalidArgument("PrewarmPlan.max_num_tokens must be >= 1 (got 0)");
@@ -32,6 +46,13 @@ void prewarm_detail::check_plan(const PrewarmPlan& plan) {
   if (plan.quant_modes.empty())
     throw InvalidArgument("PrewarmPlan.quant_modes is empty: a plan needs at least one quant mode (model '" +
                           plan.model_name + "')");
+  for (WeightScale w : plan.weight_scales) {
+    bool accepted = false;
+    for (QuantMode q : plan.quant_modes) accepted = accepted || prewarm_detail::accepts(q, w);
+    if (!accepted)
+      throw InvalidArgument("PrewarmPlan.weight_scales has " + std::string(to_string(w)) +
+                            ", which none of the plan's quant modes uses (model '" + plan.model_name + "')");
+  }
   if (plan.bucket_exponent < 0 || plan.bucket_exponent > 16)
     throw InvalidArgument("PrewarmPlan.bucket_exponent must be in [0, 16] (got " +
                           std::to_string(plan.bucket_exponent) + ")");
@@ -42,13 +63,16 @@ std::vector<SpecKey> enumerate_keys(const PrewarmPlan& plan) {
   const std::vector<std::uint32_t> buckets = prewarm_set(plan.max_num_tokens, plan.bucket_exponent);
   std::vector<SpecKey> keys;
   std::unordered_set<SpecKey, KeyHashFn> seen;
-  // Why this loop order (quant, layer, bucket, launch order): the output is a
-  // pure function of the plan, so two runs, two hosts and --list-keys agree.
+  // Why this loop order (quant, weight scale, layer, bucket, launch order): the
+  // output is a pure function of the plan, so two runs, two hosts and
+  // --list-keys agree.
   for (QuantMode quant : plan.quant_modes) {
-    for (const MoeLayerShape& shape : plan.layers) {
-      for (std::uint32_t bucket : buckets) {
-        for (SpecKey& key : moe_layer_keys(shape, quant, bucket, plan.target)) {
-          if (seen.insert(key).second) keys.push_back(std::move(key));
+    for (WeightScale wscale : prewarm_detail::scales_for(plan, quant)) {
+      for (const MoeLayerShape& shape : plan.layers) {
+        for (std::uint32_t bucket : buckets) {
+          for (SpecKey& key : moe_layer_keys(shape, quant, wscale, bucket, plan.target)) {
+            if (seen.insert(key).second) keys.push_back(std::move(key));
+          }
         }
       }
     }

@@ -114,6 +114,9 @@ TEST_CASE("enumerate_keys and prewarm reject an invalid plan naming the field", 
   p = good;
   p.bucket_exponent = 17;
   CHECK_THAT(message_of(p), Catch::Contains("bucket_exponent"));
+  p = good;
+  p.weight_scales = {WeightScale::per_channel};  // no mode of this plan uses it
+  CHECK_THAT(message_of(p), Catch::Contains("weight_scales has per_channel"));
 
   test::TempDir dir("prewarm-invalid");
   RuntimeOptions ro;
@@ -184,4 +187,21 @@ TEST_CASE("prewarm twice into one cache directory: the second run compiles nothi
     CHECK(j.contains(field));
   CHECK(j["keys"] == cold.keys);
   CHECK(j["compiled"] == cold.compiled);
+}
+
+TEST_CASE("enumerate_keys covers each listed weight-scale layout of fp8_per_token once", "[prewarm]") {
+  PrewarmPlan p = plan_for("mixtral-8x7b", 64);
+  p.quant_modes = {QuantMode::fp8_per_token, QuantMode::bf16};
+  const std::vector<SpecKey> base = enumerate_keys(p);
+  p.weight_scales = {WeightScale::per_channel, WeightScale::per_expert, WeightScale::per_channel};
+  const std::vector<SpecKey> both = enumerate_keys(p);
+  auto count = [](const std::vector<SpecKey>& ks, WeightScale w) {
+    return std::count_if(ks.begin(), ks.end(), [w](const SpecKey& k) { return k.weight_scale == w; });
+  };
+  CHECK(count(base, WeightScale::per_channel) == 0);
+  CHECK(count(both, WeightScale::per_channel) > 0);
+  CHECK(count(both, WeightScale::per_expert) == count(base, WeightScale::per_expert));
+  CHECK(count(both, WeightScale::none) == count(base, WeightScale::none));  // bf16 keeps its default
+  for (const SpecKey& k : both) CHECK_NOTHROW(validate(k));
+  CHECK(enumerate_keys(p) == both);  // deterministic
 }

@@ -36,6 +36,7 @@ constexpr const char* kTool = "moejit-prewarm";
 
 struct Args {
   std::string hf_config, model, arch, quant, json_path, pack;
+  std::vector<std::string> weight_scales;
   std::filesystem::path cache_dir;
   long long max_num_tokens = 8192;
   int tp = 1, ep = 1, jobs = 0;
@@ -66,6 +67,13 @@ PlanRequest to_request(const Args& a) {
   r.tp = a.tp;
   r.ep = a.ep;
   if (!a.quant.empty()) r.quant = parse_quant_mode(a.quant);
+  for (const std::string& w : a.weight_scales) {
+    try {
+      r.weight_scales.push_back(parse_weight_scale(w));
+    } catch (const InvalidArgument& e) {
+      throw UsageError(std::string("--weight-scale: ") + e.what());
+    }
+  }
   r.max_num_tokens = static_cast<std::uint64_t>(a.max_num_tokens);
   r.target = a.arch.empty() ? default_target() : parse_target(a.arch);
   return r;
@@ -134,6 +142,11 @@ int run(int argc, char** argv) {
   app.add_option("--tp", a.tp, "tensor-parallel size (divides the expert intermediate size)")->option_text("N [1]");
   app.add_option("--ep", a.ep, "expert-parallel size (divides the experts)")->option_text("N [1]");
   app.add_option("--quant", a.quant, "quant mode override: bf16, w4a16_mxfp4, mxfp8, fp8_per_token")->option_text("MODE");
+  app.add_option("--weight-scale", a.weight_scales,
+                 "weight-scale layouts to cover, comma-separated (fp8_per_token: per_expert, per_channel; "
+                 "default: each mode's own)")
+      ->delimiter(',')
+      ->option_text("LIST");
   app.add_option("--cache-dir", a.cache_dir, "cache directory (default: $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit)")->option_text("DIR");
   app.add_option("-j,--jobs", a.jobs, "compile threads (0: one per core)")->option_text("N [0]");
   app.add_option("--json", a.json_path, "write the report as JSON to PATH ('-': stdout)")->option_text("PATH");

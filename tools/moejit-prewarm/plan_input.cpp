@@ -31,6 +31,7 @@ PrewarmPlan load_plan(const PlanRequest& request) {
   opts.target = request.target;
   PrewarmPlan plan = make_plan(spec, opts);
   if (plan.model_name.empty()) plan.model_name = spec.name;
+  plan.weight_scales = request.weight_scales;
   return plan;
 }
 

@@ -16,6 +16,7 @@ struct PlanRequest {
   std::optional<std::string> model;
   int tp = 1, ep = 1;
   std::optional<QuantMode> quant;  // override of the config's quantization_config
+  std::vector<WeightScale> weight_scales;  // PrewarmPlan::weight_scales (empty: each mode's default)
   std::uint64_t max_num_tokens = 8192;
   Target target{};
 };

@@ -13,6 +13,11 @@ std::string quant_list(const PrewarmPlan& plan) {
     if (!s.empty()) s += ",";
     s += to_string(q);
   }
+  if (!plan.weight_scales.empty()) {
+    s += " (weight scales";
+    for (WeightScale w : plan.weight_scales) s += " " + std::string(to_string(w));
+    s += ")";
+  }
   return s;
 }
 
@@ -66,7 +71,10 @@ std::string summary_json(const PrewarmReport& r, const RunContext& ctx) {
   for (const MoeLayerShape& s : plan.layers) layers.push_back(s.to_string());
   nlohmann::ordered_json quants = nlohmann::ordered_json::array();
   for (QuantMode q : plan.quant_modes) quants.push_back(std::string(to_string(q)));
+  nlohmann::ordered_json scales = nlohmann::ordered_json::array();
+  for (WeightScale w : plan.weight_scales) scales.push_back(std::string(to_string(w)));
   j["plan"] = {{"model", plan.model_name}, {"source", ctx.plan_source}, {"quant_modes", quants},
+               {"weight_scales", scales},
                {"layers", layers}, {"tp", ctx.tp}, {"ep", ctx.ep}, {"target", to_string(plan.target)},
                {"max_num_tokens", plan.max_num_tokens}, {"bucket_exponent", plan.bucket_exponent}};
   j["cache_dir"] = ctx.cache_dir.string();
