@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "driver/cuda_api.hpp"
 #include "gpu/gpu_runtime.hpp"
@@ -115,6 +116,34 @@ TEST_CASE("gpu: MoE layer matches the float64 reference on real model shapes", "
       ref::TestRng rng(T);
       const auto in = LayerInputs::make(shape, T, Routing::uniform, rng);
       INFO(name << " " << to_string(quant) << " T=" << T << " seed=" << rng.seed());
+      report(name, T, run_and_check(w, in));
+    }
+  }
+}
+
+TEST_CASE("gpu: every MXFP4 GEMM kernel variant family, K tails included, matches the reference", "[gpu][layer]") {
+  // Token counts chosen to land on each kernel of src/ops/grouped_gemm_config.cpp:
+  // gpt-oss T = 200 (6.25 rows per expert: decode with two n8 tiles) and
+  // T = 800 (25: wgmma with one warpgroup); Qwen3 T = 100 (6.25: decode, two
+  // tiles). A shape with K % 64 = 32 in both GEMMs (hidden 2080, intermediate
+  // 800) runs the decode kernel's partial super-step (T = 3), the
+  // activations-as-A kernel's K tail (T = 100: 12.5 rows per expert) and the
+  // wgmma kernel's K tail with two warpgroups (T = 600: 75).
+  MoeLayerShape tail;
+  tail.hidden = 2080, tail.intermediate = 800, tail.experts = 16, tail.top_k = 2;
+  tail.act = Activation::silu_gated;
+  tail.gate_up_bias = tail.down_bias = BiasKind::f32;
+  const std::tuple<const char*, MoeLayerShape, std::vector<std::uint32_t>> cases[] = {
+      {"gpt-oss-120b", gpt_oss_120b_shape(), {200u, 800u}},
+      {"qwen3-30b-a3b", qwen3_30b_shape(), {100u}},
+      {"k-tail 2080x800", tail, {3u, 100u, 600u}},
+  };
+  for (const auto& [name, shape, tokens] : cases) {
+    const LayerWeights& w = weights(name, shape, QuantMode::w4a16_mxfp4);
+    for (std::uint32_t T : tokens) {
+      ref::TestRng rng(T + 77);
+      const auto in = LayerInputs::make(shape, T, Routing::uniform, rng);
+      INFO(name << " T=" << T << " seed=" << rng.seed());
       report(name, T, run_and_check(w, in));
     }
   }
