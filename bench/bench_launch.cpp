@@ -22,7 +22,9 @@
 
 #include "bench_util.hpp"
 #include "moejit/bucketing.hpp"
+#include "ops/device_ptr.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "ops/kernel_params.hpp"
 #include "ops/launch_contracts.hpp"
 #include "ops/moe_keys.hpp"
 #include "runtime/runtime_access.hpp"
@@ -32,22 +34,8 @@ using namespace moejit::bench;
 
 namespace {
 
-// Mirror of the combine kernel's parameter struct (src/ops/moe_layer.cpp, kernels/*.cuh).
-struct CombineParamsArg {
-  const float* y;
-  std::int64_t y_row_stride;
-  std::int64_t y_split_stride;
-  int splits;
-  const int* route_row;
-  void* out;
-  std::int64_t out_row_stride;
-  int hidden, top_k;
-};
-
-template <class T>
-T* ptr(DevicePtr p) {
-  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(p));
-}
+using ops::CombineParamsArg;
+using ops::ptr;
 
 volatile std::uint64_t g_sink = 0;
 

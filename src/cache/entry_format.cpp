@@ -24,6 +24,7 @@
 // header lines plus block_threads and dynamic_smem_bytes are the content-address payload; the entry's file name is the
 // XXH3-128 of AddressPayload::canonical_text() (checked by DiskCache).
 #include "cache/entry_format.hpp"
+#include "cache/little_endian.hpp"
 
 #include <xxhash.h>
 
@@ -33,18 +34,6 @@
 
 namespace moejit::cache {
 namespace {
-
-void put_u32(std::string& s, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
-}
-void put_u64(std::string& s, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
-}
-std::uint64_t get_le(std::string_view s, std::size_t off, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s[off + static_cast<std::size_t>(i)]);
-  return v;
-}
 
 void line(std::string& h, const char* name, std::string_view value) {
   h += name;

@@ -145,11 +145,12 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
 GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint64_t avg) {
   GemmConfig c;
   if (avg <= 8) {
-    // Decode: bytes bound. Each warp keeps depth * mw KB of weights in flight;
-    // about 16 warps per SM cover the H200's DRAM latency (Little's law:
-    // 4.2 TB/s * ~1 us = 32 KB per SM). Fewer weight groups than that: split K
-    // across the CTA's warps (reduced in shared memory, fixed order), then
-    // narrow the warps to one group.
+    // Decode: the weights of the experts hit stream once. Each warp keeps
+    // depth * mw KB of weights in flight; aim for 32 warp-tasks per SM (two
+    // resident waves at 104 registers). Fewer 16-row weight groups than that:
+    // split K across the CTA's warps (fixed segments, reduced in shared memory
+    // in order). ncu at T = 1: issue-latency bound, DRAM at ~20 %
+    // (docs/performance.md).
     c.kernel = GemmKernel::mxfp4_decode;
     c.nt = avg <= 4 ? 1 : 2;
     c.depth = 2;
@@ -181,9 +182,9 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // Two warpgroups at most: three (one CTA per SM in shared memory) measured
   // 4144 us against 3409 us with two (two CTAs per SM) at T = 4096.
   c.wg = static_cast<int>(std::min(2.0, std::ceil(u / 64.0)));
-  // Shared memory per CTA: stages * (BM * 128 + 4096) + 32 KB + scales; one
-  // or two CTAs per SM (227 KB).
-  c.stages = c.wg == 1 ? 4 : (c.wg == 2 ? 3 : 5);
+  // Shared memory per CTA: stages * (BM * 128 + 4096) + 32 KB + scales: two
+  // CTAs per SM (227 KB) with either tile height.
+  c.stages = c.wg == 1 ? 4 : 3;
   // Large K: the scale table (128 * K/32 bytes) takes ring stages, then warpgroups.
   constexpr std::uint32_t kSmemMax = 227u * 1024u;
   while (c.smem_bytes(key.quant, key.k) > kSmemMax && c.stages > 3) --c.stages;

@@ -11,48 +11,16 @@
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/fp8_grouped_gemm.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "ops/kernel_params.hpp"
 #include "ops/launch_contracts.hpp"
 #include "ops/moe_keys.hpp"
 
 namespace moejit {
 namespace {
 using ops::ptr;
-
-// Mirrors of the device parameter structs (kernels/*.cuh); layouts must match.
-struct TileListArg {
-  int bm;
-  int *tile_expert, *tile_row_begin, *tile_row_end, *num_tiles;
-};
-struct RouteParamsArg {
-  const int* topk_ids;
-  int num_routes, num_experts;
-  int *expert_offsets, *sorted_route, *route_row;
-  TileListArg tiles[2];
-};
-struct GroupedGemmParamsArg {
-  const void* a;
-  std::int64_t a_row_stride;
-  const void* w;
-  const void* w_scales;
-  const void* bias;
-  const float* gamma;
-  void* out;
-  std::int64_t out_row_stride;
-  std::int64_t out_split_stride;
-  const int *sorted_route, *tile_expert, *tile_row_begin, *tile_row_end, *num_tiles;
-  int n, k, top_k;
-  float act_alpha, act_limit;
-};
-struct CombineParamsArg {
-  const float* y;
-  std::int64_t y_row_stride;
-  std::int64_t y_split_stride;
-  int splits;
-  const int* route_row;
-  void* out;
-  std::int64_t out_row_stride;
-  int hidden, top_k;
-};
+using ops::CombineParamsArg;
+using ops::GroupedGemmParamsArg;
+using ops::RouteParamsArg;
 
 constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(255); }
 

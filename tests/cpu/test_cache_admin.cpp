@@ -32,12 +32,6 @@ void set_mtime(const fs::path& p, std::int64_t unix_seconds) {
 }
 }  // namespace
 
-#define REQUIRE_NVRTC()                  \
-  if (!have_nvrtc()) {                   \
-    WARN("skipped: libnvrtc not found"); \
-    return;                              \
-  }
-
 TEST_CASE("cache admin: list and read entries", "[cache][admin][nvrtc]") {
   REQUIRE_NVRTC();
   TempDir dir;

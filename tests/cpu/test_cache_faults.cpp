@@ -23,12 +23,6 @@ using namespace moejit;
 using namespace moejit::test;
 namespace fs = std::filesystem;
 
-#define REQUIRE_NVRTC()                  \
-  if (!have_nvrtc()) {                   \
-    WARN("skipped: libnvrtc not found"); \
-    return;                              \
-  }
-
 namespace {
 
 std::atomic<int> g_errno{0};

@@ -16,12 +16,6 @@ using namespace moejit;
 using namespace moejit::test;
 namespace fs = std::filesystem;
 
-#define REQUIRE_NVRTC()                  \
-  if (!have_nvrtc()) {                   \
-    WARN("skipped: libnvrtc not found"); \
-    return;                              \
-  }
-
 namespace {
 constexpr uid_t kNobody = 65534;
 

@@ -13,12 +13,6 @@ using namespace moejit;
 using namespace moejit::test;
 namespace fs = std::filesystem;
 
-#define REQUIRE_NVRTC()                  \
-  if (!have_nvrtc()) {                   \
-    WARN("skipped: libnvrtc not found"); \
-    return;                              \
-  }
-
 namespace {
 
 // Builds a pack of tiny keys `ns`; `edit` may change the entries and manifest

@@ -39,6 +39,13 @@ class TempDir {
 
 inline bool have_nvrtc() { return driver::nvrtc_available(); }
 
+// First statement of a test that compiles kernels: skips it visibly without NVRTC.
+#define REQUIRE_NVRTC()                  \
+  if (!::moejit::test::have_nvrtc()) {   \
+    WARN("skipped: libnvrtc not found"); \
+    return;                              \
+  }
+
 // A gate_up key whose n selects the kernel text (see TinyKernels).
 inline SpecKey tiny_key(std::uint32_t n, std::uint32_t bucket = 1) {
   SpecKey k;

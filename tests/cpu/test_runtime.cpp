@@ -17,12 +17,6 @@ using namespace moejit;
 using namespace moejit::test;
 using Origin = CompiledKernel::Origin;
 
-#define REQUIRE_NVRTC()                         \
-  if (!have_nvrtc()) {                          \
-    WARN("skipped: libnvrtc not found");        \
-    return;                                     \
-  }
-
 TEST_CASE("runtime: compile, then memory hit; same object", "[runtime][nvrtc]") {
   REQUIRE_NVRTC();
   TempDir dir;

@@ -15,12 +15,6 @@ using namespace moejit;
 using namespace moejit::test;
 namespace fs = std::filesystem;
 
-#define REQUIRE_NVRTC()                  \
-  if (!have_nvrtc()) {                   \
-    WARN("skipped: libnvrtc not found"); \
-    return;                              \
-  }
-
 TEST_CASE("runtime: cache dir that is a regular file -> memory only, one warning", "[runtime][cache][nvrtc]") {
   REQUIRE_NVRTC();
   TempDir dir;
