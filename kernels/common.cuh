@@ -148,4 +148,14 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const u32 (&a)[4],
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
+// ---- Programmatic dependent launch (sm_90) ------------------------------------
+// The MoE layer launches route -> gate_up -> down -> combine with programmatic
+// stream serialization: a kernel may start while the one before it finishes.
+// Every such kernel calls pdl_wait() before its first read of memory that an
+// earlier launch on the stream writes (and before any write), and
+// pdl_launch_dependents() once it no longer needs to hold the next kernel back.
+// Both are no-ops for a launch without the attribute.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
 }  // namespace moejit

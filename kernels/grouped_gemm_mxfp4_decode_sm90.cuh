@@ -30,6 +30,8 @@ template <int WN, int KW, int MW, int NT, int DEPTH, int ACT, int BIAS, bool GAT
           bool OUT_F32>
 __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
   constexpr int kSuper = 256;
+  pdl_wait();  // the tile schedule and the activations come from earlier launches
+  pdl_launch_dependents();
   const int tile = blockIdx.y;
   if (tile >= *p.num_tiles) return;
   int expert = p.tile_expert[tile];

@@ -92,6 +92,8 @@ __global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_
   constexpr int W_ITERS = (W_CHUNKS + THREADS - 1) / THREADS;
   static_assert(BM * 8 % THREADS == 0, "loader shape");
 
+  pdl_wait();  // the tile schedule and the activations come from earlier launches
+  pdl_launch_dependents();
   const int tile = blockIdx.y;
   if (tile >= *p.num_tiles) return;
   const int expert = p.tile_expert[tile];

@@ -68,6 +68,8 @@ grouped_gemm_kernel(const GroupedGemmParams p) {
   constexpr int B_CHUNKS = QUANT == kQuantMxfp4 ? BN * 2 : BN * 8;
   constexpr int B_ITERS = (B_CHUNKS + THREADS - 1) / THREADS;
 
+  pdl_wait();  // the tile schedule and the activations come from earlier launches
+  pdl_launch_dependents();
   const int tile = blockIdx.y;
   if (tile >= *p.num_tiles) return;
   const int expert = p.tile_expert[tile];

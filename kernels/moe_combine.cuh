@@ -22,6 +22,8 @@ struct CombineParams {
 
 template <int THREADS>
 __global__ void __launch_bounds__(THREADS) moe_combine_kernel(const CombineParams p) {
+  pdl_wait();  // Y comes from the down projection
+  pdl_launch_dependents();
   const int t = blockIdx.x;
   const int c = (blockIdx.y * THREADS + threadIdx.x) * 4;
   if (c >= p.hidden) return;

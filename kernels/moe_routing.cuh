@@ -68,6 +68,8 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   __shared__ int total_rows;
   __shared__ int total_tiles[2];
   const int tid = threadIdx.x;
+  pdl_wait();  // topk_ids come from the caller's previous kernel
+  pdl_launch_dependents();
 
   for (int e = tid; e < E; e += THREADS) count[e] = 0;
   __syncthreads();

@@ -63,10 +63,23 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   return l;
 }
 
+// Programmatic stream serialization: the kernel may launch before the previous
+// one on the stream finishes; it waits in-kernel (pdl_wait in kernels/common.cuh)
+// before touching memory that launch writes. Hides the launch latency between
+// the layer's four kernels (route and combine are mostly that at T = 1).
 void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream, unsigned gz = 1) {
   void* args[] = {params};
-  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(k.function, gx, gy, gz, k.launch.block_threads, 1, 1,
-                                                k.launch.dynamic_smem_bytes, stream, args, nullptr));
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
+  cfg.blockDimX = k.launch.block_threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = k.launch.dynamic_smem_bytes;
+  cfg.hStream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernelEx(&cfg, k.function, args, nullptr));
 }
 
 unsigned ceil_div(std::uint64_t a, std::uint64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
