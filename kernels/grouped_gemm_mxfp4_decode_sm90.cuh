@@ -43,9 +43,10 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
   const int g = lane >> 2, q = lane & 3;
   const int n_warp = (blockIdx.x * WN + wn) * 16 * MW;  // first logical row of the warp
 
-  // Weight and scale rows of the lane: fragment rows g (half 0) and g + 8 (half 1).
-  const i64 w_row_bytes = K / 2;
-  const int s_row_bytes = K / 32;
+  // Weight and scale rows of the lane (fragment rows g (half 0) and g + 8
+  // (half 1)), advanced to the lane's 64 k of each super-step (32 q bytes, 2 q scales).
+  const u32 w_row_bytes = (u32)K / 2u;
+  const u32 s_row_bytes = (u32)K / 32u;
   const u8* w_row[MW][2];
   const u8* s_row[MW][2];
   bool grp_ok[MW];
@@ -57,20 +58,20 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
     for (int half = 0; half < 2; ++half) {
       const int L = grp_ok[mw] ? group_row<ACT>(L0, g + 8 * half) : 0;
       const i64 phys = (i64)expert * N + physical_row<ACT>(L, N);
-      w_row[mw][half] = p.w + phys * w_row_bytes;
-      s_row[mw][half] = p.w_scales + phys * s_row_bytes;
+      w_row[mw][half] = p.w + phys * w_row_bytes + 32 * q;
+      s_row[mw][half] = p.w_scales + phys * s_row_bytes + 2 * q;
     }
   }
-  // Activation row of the lane in each n8 tile (B column g); null = padding.
+  // Activation row of the lane in each n8 tile (B column g), at the lane's 64 k.
+  // A padding column reads the tile's first row: columns never mix, and the
+  // epilogue stores only real rows, so no zero fill or predicate is needed.
   const u16* x_row[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
-    const int r = row_begin + nt * 8 + g;
-    x_row[nt] = nullptr;
-    if (r < row_end) {
-      const i64 src = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
-      x_row[nt] = p.a + src * p.a_row_stride;
-    }
+    const int r0 = row_begin + nt * 8 + g;
+    const int r = r0 < row_end ? r0 : row_begin;
+    const i64 src = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
+    x_row[nt] = p.a + src * p.a_row_stride + 64 * q;
   }
 
   // K in KSEG fixed segments (a function of K alone); warp row wk owns
@@ -117,6 +118,7 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
   // Register ring: [slot][group][half][chunk] 16 bytes of weights + 1 scale byte.
   u32 wbuf[DEPTH][MW][2][2][4];
   u32 sbuf[DEPTH][MW][2][2];
+  const u32 k_lane = 64u * q;
   auto load = [&](u32 (&wb)[MW][2][2][4], u32 (&sb)[MW][2][2], int s) {
 #pragma unroll
     for (int mw = 0; mw < MW; ++mw)
@@ -124,12 +126,12 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
       for (int half = 0; half < 2; ++half)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const int k = s * kSuper + 64 * q + 32 * c;
+          const u32 k = (u32)s * kSuper + k_lane + 32u * c;
           // A chunk past K (or past this warp's range) has zero weights and
           // scale 127 (factor 1): a stray 0xFF scale would turn 0 into NaN.
-          if (s < s_end && grp_ok[mw] && k < K) {
-            ldg_stream_v4(w_row[mw][half] + k / 2, wb[mw][half][c]);
-            sb[mw][half][c] = ldg_u8(s_row[mw][half] + k / 32);
+          if (s < s_end && grp_ok[mw] && k < (u32)K) {
+            ldg_stream_v4(w_row[mw][half] + ((u32)s * (kSuper / 2) + 16u * c), wb[mw][half][c]);
+            sb[mw][half][c] = ldg_u8(s_row[mw][half] + ((u32)s * (kSuper / 32) + c));
           } else {
 #pragma unroll
             for (int j = 0; j < 4; ++j) wb[mw][half][c][j] = 0u;
@@ -137,21 +139,29 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
           }
         }
   };
-  auto compute = [&](const u32 (&wb)[MW][2][2][4], const u32 (&sb)[MW][2][2], int s) {
+  // One super-step. FAST: every E8M0 byte of the warp's step is <= 128, so one
+  // bf16x2 multiply per pair applies the whole scale; otherwise the second
+  // factor (e8m0_to_e2m1_factors) follows where needed. The two copies give
+  // identical bits wherever both apply (2^(s-1) is the same first factor).
+  auto compute = [&](const u32 (&wb)[MW][2][2][4], const u32 (&sb)[MW][2][2], int s, bool fast) {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const int k = s * kSuper + 64 * q + 32 * c;
+      const u32 k = (u32)s * kSuper + k_lane + 32u * c;
+      const bool k_ok = k < (u32)K;
       u32 f1[MW][2], f2[MW][2];
       bool big[MW][2];
-      bool any_big = false;
 #pragma unroll
       for (int mw = 0; mw < MW; ++mw)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          e8m0_to_e2m1_factors(sb[mw][half][c], f1[mw][half], f2[mw][half], big[mw][half]);
-          any_big |= big[mw][half];
+          if (fast) {
+            f1[mw][half] = e8m0_small_factor(sb[mw][half][c]);
+            f2[mw][half] = 0u;
+            big[mw][half] = false;
+          } else {
+            e8m0_to_e2m1_factors(sb[mw][half][c], f1[mw][half], f2[mw][half], big[mw][half]);
+          }
         }
-      const bool warp_big = __any_sync(0xffffffffu, any_big);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         u32 a[MW][2][4];
@@ -160,18 +170,30 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             dequant_word(wb[mw][half][c][j], f1[mw][half], a[mw][half]);
-            if (warp_big && big[mw][half]) scale_big(f2[mw][half], a[mw][half]);
+            if (!fast && big[mw][half]) scale_big(f2[mw][half], a[mw][half]);
           }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
+          // Past K the weights are zero; the activations must be too (0 * Inf).
           u32 x[4] = {0u, 0u, 0u, 0u}, b[4];
-          if (x_row[nt] != nullptr && k < K) ldg_v4(x_row[nt] + k + 8 * j, x);
+          if (k_ok) ldg_v4(x_row[nt] + ((u32)s * kSuper + 32u * c + 8u * j), x);
           x_pairs(x, b);
 #pragma unroll
           for (int mw = 0; mw < MW; ++mw) mma_word(acc[mw][nt], a[mw][0], a[mw][1], b);
         }
       }
     }
+  };
+  // Any E8M0 byte above 128 in the warp's step: the slow copy of the step.
+  auto step_is_fast = [&](const u32 (&sb)[MW][2][2]) {
+    u32 big = 0u;
+#pragma unroll
+    for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) big |= e8m0_big_bit(sb[mw][half][c]);
+    return !__any_sync(0xffffffffu, big != 0u);
   };
 
 #pragma unroll
@@ -180,7 +202,10 @@ __global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
       if (s + d < s_end) {
-        compute(wbuf[d], sbuf[d], s + d);
+        if (step_is_fast(sbuf[d]))
+          compute(wbuf[d], sbuf[d], s + d, true);
+        else
+          compute(wbuf[d], sbuf[d], s + d, false);
         load(wbuf[d], sbuf[d], s + d + DEPTH);
         if (s + d + 1 == seg_next) flush();
       }
