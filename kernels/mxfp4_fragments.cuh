@@ -9,7 +9,7 @@
 // packed weight row, one E8M0 scale). Word j (8 e2m1 codes, k 8j..8j+7) feeds
 // two MMAs: h = 0 takes the pairs {8j+0, 8j+4} (logical 2q, 2q+1) and
 // {8j+1, 8j+5} (2q+8, 2q+9); h = 1 takes {8j+2, 8j+6} and {8j+3, 8j+7}. These
-// are exactly the pairs e2m1x8_to_bf16x2x4_mul produces (one multiply per
+// are exactly the pairs e2m1x8_to_bf16x2x4_scaled produces (one multiply per
 // pair), and the activations (the B operand) are permuted to match with byte
 // permutes (x_pairs). Rows never mix: each output is a fixed-order sum over its
 // own row and column, so padding rows cannot change a real row's bits.
@@ -45,24 +45,9 @@ __device__ __forceinline__ void x_pairs(const u32 (&x)[4], u32 (&b)[4]) {
   b[3] = prmt(x[1], x[3], 0x7632);
 }
 
-// One weight word (8 e2m1 codes) -> its four bf16x2 pairs {i, i+4}, as the
-// bf16 bits of value * 2^-126 (the same bits e2m1x8_to_bf16x2x4_scaled makes).
-// Pair i takes nibbles i and i+4 (16 bits apart) from w or w >> 8; one multiply
-// by 2^6 + 2^12 (or 2^2 + 2^8) places a copy of both nibbles so that the
-// magnitude bits land on bf16 bits 6..8 and the sign bit on bit 15; the copies
-// do not overlap, so the product is their OR, and one mask keeps those bits.
-// 13 instructions per word against 16 for shift/mask pairs.
-__device__ __forceinline__ void e2m1x8_to_bf16x2x4_mul(u32 w, u32 (&p)[4]) {
-  const u32 w2 = w >> 8;
-  p[0] = ((w & 0x000F000Fu) * 0x1040u) & 0x81C081C0u;
-  p[1] = ((w & 0x00F000F0u) * 0x104u) & 0x81C081C0u;
-  p[2] = ((w2 & 0x000F000Fu) * 0x1040u) & 0x81C081C0u;
-  p[3] = ((w2 & 0x00F000F0u) * 0x104u) & 0x81C081C0u;
-}
-
 // E8M0 byte s <= 128 -> the bf16x2 factor 2^(s-1) in both halves (one IMAD:
 // s << 7 and s << 23 do not overlap, and (s + 126) << 7 < 0x8000). Times the
-// output of e2m1x8_to_bf16x2x4_mul it gives value * 2^(s-127); s = 0 (2^-127)
+// output of e2m1x8_to_bf16x2x4_scaled it gives value * 2^(s-127); s = 0 (2^-127)
 // included. Larger s needs e8m0_to_e2m1_factors' second factor.
 __device__ __forceinline__ u32 e8m0_small_factor(u32 s) { return s * 0x00800080u + 0x3F003F00u; }
 
@@ -73,7 +58,7 @@ __device__ __forceinline__ u32 e8m0_big_bit(u32 s) { return (s + 127u) & 0x100u;
 // (e8m0_small_factor, or e8m0_to_e2m1_factors' first factor). The rare second
 // factor (E8M0 above 128, or NaN) is applied by scale_big.
 __device__ __forceinline__ void dequant_word(u32 w, u32 f1, u32 (&a)[4]) {
-  e2m1x8_to_bf16x2x4_mul(w, a);
+  e2m1x8_to_bf16x2x4_scaled(w, a);
 #pragma unroll
   for (int i = 0; i < 4; ++i) a[i] = mul_bf16x2(a[i], f1);
 }

@@ -33,49 +33,56 @@ TEST_CASE("gpu: E8M0 edge codes inside MXFP4 blocks (gate_up)", "[gpu][mxfp4]") 
   w->d1.scales.upload(w->w1.scales.data(), w->w1.scales.size());
 
   MoeLayer layer(gpu_runtime(), s, w->quant);
-  ref::TestRng rng(77);
-  auto in = LayerInputs::make(s, 64, Routing::uniform, rng);
-  LayerRun run(layer, in);
-  layer.route(run.args, nullptr);
-  layer.gate_up(w->device(), run.args, nullptr);
-  MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize());
-  const MoeWorkspaceView v = layer.workspace_view(run.args);
-  std::vector<std::int32_t> route_row(in.ids.size());
-  MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(route_row.data(), v.route_row, route_row.size() * 4));
-  std::vector<std::uint16_t> h(in.ids.size() * s.intermediate);
-  MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(h.data(), v.h, h.size() * 2));
+  // One token count per kernel family (rows per expert hit, two experts):
+  // 8 -> decode, 20 -> activations as A, 32 -> wgmma (src/ops/grouped_gemm_config.cpp).
+  for (const std::uint32_t T : {16u, 40u, 64u}) {
+    ref::TestRng rng(77 + T);
+    auto in = LayerInputs::make(s, T, Routing::uniform, rng);
+    LayerRun run(layer, in);
+    layer.route(run.args, nullptr);
+    layer.gate_up(w->device(), run.args, nullptr);
+    MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize());
+    const MoeWorkspaceView v = layer.workspace_view(run.args);
+    std::vector<std::int32_t> route_row(in.ids.size());
+    MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(route_row.data(), v.route_row, route_row.size() * 4));
+    std::vector<std::uint16_t> h(in.ids.size() * s.intermediate);
+    MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(h.data(), v.h, h.size() * 2));
 
-  const auto res = ref::moe_reference(reference_args(*w, in));
-  std::size_t nan_expected = 0, nan_got = 0, checked = 0;
-  double err2 = 0, ref2 = 0;
-  for (std::size_t i = 0; i < res.rows.size(); ++i) {
-    const auto r = res.rows[i];
-    const std::uint32_t t = res.routing.row_token[r], e = res.routing.row_expert[r];
-    const std::int32_t gr = route_row[std::size_t(t) * s.top_k + res.routing.row_slot[r]];
-    REQUIRE(gr >= 0);
-    for (std::uint32_t c = 0; c < s.intermediate; ++c) {
-      const double want = res.h[i * s.intermediate + c];
-      const double got = bf16_to_float(h[std::size_t(gr) * s.intermediate + c]);
-      if (e == 1 && c == 4) {
-        ++nan_expected;
-        nan_got += std::isnan(got) ? 1 : 0;
-        continue;
+    const auto res = ref::moe_reference(reference_args(*w, in));
+    std::size_t nan_expected = 0, nan_got = 0, checked = 0;
+    double err2 = 0, ref2 = 0;
+    for (std::size_t i = 0; i < res.rows.size(); ++i) {
+      const auto r = res.rows[i];
+      const std::uint32_t t = res.routing.row_token[r], e = res.routing.row_expert[r];
+      const std::int32_t gr = route_row[std::size_t(t) * s.top_k + res.routing.row_slot[r]];
+      REQUIRE(gr >= 0);
+      for (std::uint32_t c = 0; c < s.intermediate; ++c) {
+        const double want = res.h[i * s.intermediate + c];
+        const double got = bf16_to_float(h[std::size_t(gr) * s.intermediate + c]);
+        if (e == 1 && c == 4) {
+          ++nan_expected;
+          nan_got += std::isnan(got) ? 1 : 0;
+          continue;
+        }
+        REQUIRE(std::isfinite(got));
+        // Per element relative to the row's scale of values: rows differ by
+        // 2^40.
+        double row_norm = 0;
+        for (std::uint32_t cc = 0; cc < s.intermediate; ++cc)
+          if (!(e == 1 && cc == 4)) row_norm = std::max(row_norm, std::fabs(res.h[i * s.intermediate + cc]));
+        const double d = (got - want) / row_norm;
+        err2 += d * d;
+        ref2 += (want / row_norm) * (want / row_norm);
+        ++checked;
       }
-      REQUIRE(std::isfinite(got));
-      // Per element relative to the row's scale of values: rows differ by 2^40.
-      double row_norm = 0;
-      for (std::uint32_t cc = 0; cc < s.intermediate; ++cc)
-        if (!(e == 1 && cc == 4)) row_norm = std::max(row_norm, std::fabs(res.h[i * s.intermediate + cc]));
-      const double d = (got - want) / row_norm;
-      err2 += d * d;
-      ref2 += (want / row_norm) * (want / row_norm);
-      ++checked;
     }
+    const double rel = std::sqrt(err2 / ref2);
+    std::printf(
+        "  E8M0 edges T=%u: %zu outputs checked, rel.err %.2e, NaN "
+        "where the 0xFF block is: %zu of %zu\n",
+        T, checked, rel, nan_got, nan_expected);
+    CHECK(nan_expected > 0);
+    CHECK(nan_got == nan_expected);
+    CHECK(rel < 1e-2);
   }
-  const double rel = std::sqrt(err2 / ref2);
-  std::printf("  E8M0 edges: %zu outputs checked, rel.err %.2e, NaN where the 0xFF block is: %zu of %zu\n", checked,
-              rel, nan_got, nan_expected);
-  CHECK(nan_expected > 0);
-  CHECK(nan_got == nan_expected);
-  CHECK(rel < 1e-2);
 }
