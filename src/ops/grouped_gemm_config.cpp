@@ -145,15 +145,16 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
 GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint64_t avg) {
   GemmConfig c;
   if (avg <= 8) {
-    // Decode: the weights of the experts hit stream once. Each warp keeps
-    // depth * mw KB of weights in flight; aim for 32 warp-tasks per SM (two
-    // resident waves at 104 registers). Fewer 16-row weight groups than that:
-    // split K across the CTA's warps (fixed segments, reduced in shared memory
-    // in order). ncu at T = 1: issue-latency bound, DRAM at ~20 %
-    // (docs/performance.md).
+    // Decode: the weights of the experts hit stream once. Aim for 32
+    // warp-tasks per SM; fewer 16-row weight groups than that: split K across
+    // the CTA's warps (fixed segments, reduced in shared memory in order).
+    // One super-step of weights in flight per warp (depth 1, 84 registers):
+    // more resident warps beat a deeper register ring. Measured on gpt-oss-120b
+    // (layer us, depth 1 / 2 / 3): T = 1 46.6 / 51.2 / 52.6, T = 8 200.4 / 210.0,
+    // T = 64 737.9 / 765.1 (docs/performance.md, v11).
     c.kernel = GemmKernel::mxfp4_decode;
     c.nt = avg <= 4 ? 1 : 2;
-    c.depth = 2;
+    c.depth = 1;
     const std::uint64_t want_warps = 32 * kSmCount;
     const std::uint64_t groups = (key.n + 15) / 16 * hit;  // 16-row weight groups over the experts hit
     const int steps = static_cast<int>((key.k + 255) / 256);  // 256-k super-steps
