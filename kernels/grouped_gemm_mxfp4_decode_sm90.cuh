@@ -20,7 +20,8 @@
 //            warp row wk reduces K segments [KSEG*wk/KW, KSEG*(wk+1)/KW)
 //   MW     : 16-row weight groups per warp
 //   NT     : n8 token tiles per m-tile (BM = 8 * NT routed rows of one expert)
-//   DEPTH  : super-steps of weights in flight per warp (registers: 32 * MW per step)
+//   DEPTH  : super-steps of weights in flight per warp (registers: 20 * MW per step)
+//   CTAS   : resident CTAs per SM asked of ptxas (caps registers at 64K / (CTAS * threads))
 //   Super-step: 256 k; lane q owns the 32-k chunks [32q, 32q + 32) and
 //            [128 + 32q, 160 + 32q) of it, so the four lanes of a row read 64
 //            contiguous bytes per load (whole 32-byte sectors; interleaved
@@ -29,9 +30,9 @@
 
 namespace moejit {
 
-template <int WN, int KW, int MW, int NT, int DEPTH, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT,
+template <int WN, int KW, int MW, int NT, int DEPTH, int CTAS, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT,
           bool OUT_F32>
-__global__ void __launch_bounds__(32 * WN * KW) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
+__global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
   constexpr int kSuper = 256;
   pdl_wait();  // the tile schedule and the activations come from earlier launches
   pdl_launch_dependents();

@@ -48,7 +48,7 @@ std::string GemmConfig::to_string() const {
     return std::string("kernel=mxfp4_decode") +
            " bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(wn) + "x" +
            std::to_string(kw) + " mw=" + std::to_string(mw) + " nt=" + std::to_string(nt) +
-           " depth=" + std::to_string(depth);
+           " depth=" + std::to_string(depth) + " ctas=" + std::to_string(ctas);
   return "kernel=x_operand_a bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
          "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
          " stages=" + std::to_string(stages) + " splits=" + std::to_string(splits) + " k_tail=" + (k_tail ? "1" : "0");
@@ -93,6 +93,7 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
       e.field = item.substr(dot + 1, eq - dot - 1);
       ok = (kind == "decode" || kind == "prefill") &&
            (e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" || e.field == "depth" ||
+            e.field == "ctas" ||
             e.field == "stages" || e.field == "wg");
       std::size_t used = 0;
       try {
@@ -104,7 +105,7 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
     }
     if (!ok)
       throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
-                            "': expected decode.<f>=<n> or prefill.<f>=<n>, f in wn|kw|mw|nt|depth|stages|wg, n in 1..16");
+                            "': expected decode.<f>=<n> or prefill.<f>=<n>, f in wn|kw|mw|nt|depth|ctas|stages|wg, n in 1..16");
     out.push_back(e);
     at = end + 1;
   }
@@ -127,6 +128,7 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   for (const GemmTune& e : tune_overrides()) {
     if (e.decode != decode) continue;
     int& f = e.field == "wn" ? c.wn : e.field == "kw" ? c.kw : e.field == "mw" ? c.mw : e.field == "nt" ? c.nt
+             : e.field == "ctas" ? c.ctas
              : e.field == "depth" ? c.depth : e.field == "wg" ? c.wg : c.stages;
     f = e.value;
     changed = true;
@@ -134,7 +136,7 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   if (!changed) return;
   // The kernels' contracts (see their tunable blocks).
   const int kseg = std::min(4, static_cast<int>((key.k + 255) / 256));
-  const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32)
+  const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32 && c.ctas * c.threads() <= 2048)
                          : c.wg >= 1 && c.wg <= 3 && c.stages >= 3 && (c.depth == 1 || c.depth == 2) &&
          c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
   if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +

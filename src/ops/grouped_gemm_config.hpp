@@ -28,8 +28,10 @@ struct GemmConfig {
   int splits = 1;       // split-K partials (down only; summed by the combine)
   bool k_tail = false;  // K % 64 != 0: zero-fill the last k-slice
   // mxfp4_decode: wn warps along N, kw warps along K, mw 16-row weight groups
-  // per warp, nt n8 token tiles, depth weight steps in flight per warp.
-  int wn = 4, kw = 1, mw = 2, nt = 1, depth = 2;
+  // per warp, nt n8 token tiles, depth weight steps in flight per warp, ctas
+  // resident CTAs per SM asked of ptxas (__launch_bounds__ minimum: it caps
+  // the registers at 64K / (ctas * threads)); 1 = no cap.
+  int wn = 4, kw = 1, mw = 2, nt = 1, depth = 2, ctas = 1;
   int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each); depth 2 = MMAs overlap the next
                // slice's dequantization, 1 = they retire first
   int bm() const;  // routed rows per m-tile
@@ -44,7 +46,7 @@ struct GemmConfig {
 // wgmma configuration.
 struct GemmTune {
   bool decode = true;  // decode (mxfp4_decode) or prefill (mxfp4_wgmma)
-  std::string field;   // wn, kw, mw, nt, depth, stages or wg
+  std::string field;   // wn, kw, mw, nt, depth, ctas, stages or wg
   int value = 0;       // 1..16
 };
 // Parses comma-separated items. Throws InvalidArgument naming the first bad item.

@@ -94,8 +94,10 @@ TEST_CASE("grouped GEMM config: keys it cannot run are rejected naming the field
 }
 
 TEST_CASE("grouped GEMM config: MOEJIT_GEMM_TUNE items parse, bad ones are named", "[heuristic]") {
-  const auto t = ops::parse_gemm_tune("decode.kw=2,prefill.stages=4,prefill.wg=1");
-  REQUIRE(t.size() == 3);
+  const auto t = ops::parse_gemm_tune("decode.kw=2,prefill.stages=4,prefill.wg=1,decode.ctas=7");
+  REQUIRE(t.size() == 4);
+  CHECK(t[3].field == "ctas");
+  CHECK(t[3].value == 7);
   CHECK(t[0].decode);
   CHECK(t[0].field == "kw");
   CHECK(t[0].value == 2);
