@@ -36,11 +36,14 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
   constexpr int kSuper = 256;
   pdl_wait();  // the tile schedule and the activations come from earlier launches
   pdl_launch_dependents();
+  // The tile lists hold gridDim.y entries, so the tile's fields can be read
+  // alongside the count (one memory latency before the first weight load).
   const int tile = blockIdx.y;
-  if (tile >= *p.num_tiles) return;
+  const int num_tiles = *p.num_tiles;
   int expert = p.tile_expert[tile];
   int row_begin = p.tile_row_begin[tile];
   int row_end = p.tile_row_end[tile];
+  if (tile >= num_tiles) return;
   const int N = p.n, K = p.k;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wn = warp % WN, wk = warp / WN;
@@ -66,17 +69,7 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
       s_row[mw][half] = p.w_scales + phys * s_row_bytes + q;
     }
   }
-  // Activation row of the lane in each n8 tile (B column g), at the lane's first chunk.
-  // A padding column reads the tile's first row: columns never mix, and the
-  // epilogue stores only real rows, so no zero fill or predicate is needed.
-  const u16* x_row[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int r0 = row_begin + nt * 8 + g;
-    const int r = r0 < row_end ? r0 : row_begin;
-    const i64 src = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
-    x_row[nt] = p.a + src * p.a_row_stride + 32 * q;
-  }
+  const u16* x_row[NT];  // set after the first weight loads are issued
 
   // K in KSEG fixed segments (a function of K alone); warp row wk owns
   // KSEG / KW consecutive ones. Each segment is summed from zero and the
@@ -202,6 +195,17 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
 
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) load(wbuf[d], sbuf[d], s_begin + d);
+  // Activation row of the lane in each n8 tile (B column g), at the lane's first chunk.
+  // A padding column reads the tile's first row: columns never mix, and the
+  // epilogue stores only real rows, so no zero fill or predicate is needed.
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int r0 = row_begin + nt * 8 + g;
+    const int r = r0 < row_end ? r0 : row_begin;
+    const i64 src = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
+    x_row[nt] = p.a + src * p.a_row_stride + 32 * q;
+  }
+
   for (int s = s_begin; s < s_end; s += DEPTH) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
