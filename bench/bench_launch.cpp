@@ -98,12 +98,12 @@ int main(int argc, char** argv) {
 
     const Target target{};
     const std::uint32_t bucket = round_up_tokens(T);
-    const SpecKey ckey = ops::combine_key(s, bucket, target);
-    const KernelRef kref = rt.get(ckey);
     const MoeWorkspaceView v = layer.workspace_view(a);
+    const SpecKey ckey = ops::combine_key(s, v.y_dtype, bucket, target);
+    const KernelRef kref = rt.get(ckey);
     const int splits = ops::choose_config(ops::gemm_key(OpKind::down, s, q, bucket, target)).splits;
     auto pack = [&](CombineParamsArg& p) {
-      p.y = ptr<const float>(v.y);
+      p.y = ptr<const void>(v.y);
       p.y_row_stride = s.hidden;
       p.y_split_stride = static_cast<std::int64_t>(T) * s.top_k * s.hidden;
       p.splits = splits;
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     };
     std::vector<Row> rows;
     rows.push_back({"key_from_T (round_up + key)", median_ns(batches, batch, [&] {
-                      const SpecKey k = ops::combine_key(s, round_up_tokens(T), target);
+                      const SpecKey k = ops::combine_key(s, v.y_dtype, round_up_tokens(T), target);
                       g_sink = g_sink + k.token_bucket;
                     }, false)});
     rows.push_back({"lookup (memory, RuntimeAccess)", median_ns(batches, batch, [&] {
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
                                                         kref.launch.dynamic_smem_bytes, nullptr, fixed_args, nullptr));
                     }, true)});
     rows.push_back({"key+get+pack+cuLaunchKernel", median_ns(batches, batch, [&] {
-                      const SpecKey k = ops::combine_key(s, round_up_tokens(T), target);
+                      const SpecKey k = ops::combine_key(s, v.y_dtype, round_up_tokens(T), target);
                       const KernelRef r = rt.get(k);
                       CombineParamsArg p{};
                       pack(p);

@@ -172,7 +172,10 @@ void bench_mode(Runtime& rt, const Config& cfg, const std::string& model, const 
         }
         const std::uint32_t hit = experts_hit(in[0].host_ids);
         const double R = double(T) * s.top_k;
-        const double x_bytes = double(T) * D * 2, h_bytes = R * I * 2, y_bytes = R * D * 2;
+        // Y as the down projection stores it: bf16, or fp32 split-K partials.
+        const MoeWorkspaceView yv = layer.workspace_view(args[0]);
+        const double x_bytes = double(T) * D * 2, h_bytes = R * I * 2,
+                     y_bytes = R * D * double(dtype_size(yv.y_dtype)) * yv.y_splits;
         const double f_gu = 2 * R * N1 * D, f_dn = 2 * R * D * I;
         const double wb_gu = hit * w->bytes_per_expert[0], wb_dn = hit * w->bytes_per_expert[1];
 

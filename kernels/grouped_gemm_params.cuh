@@ -17,7 +17,7 @@ struct GroupedGemmParams {
   const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4), contiguous
   const void* bias;          // [E, N] f32 or bf16, contiguous, or null
   const float* gamma;        // router weights [T * top_k], indexed by route id
-  void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [S, rows, N]
+  void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [S, rows, N] or bf16 [rows, N] (S = 1)
   i64 out_row_stride;        // elements between rows of out
   i64 out_split_stride;      // elements between split-K partials of out (S = gridDim.z)
   const int* sorted_route;   // [rows] route id (t * top_k + j) of each sorted row
@@ -68,7 +68,8 @@ __device__ __forceinline__ float gated_act(float gate, float up, float alpha, fl
 // kernels whose accumulator rows are routed rows (activations as the A
 // operand): bias (when add_bias), then the router weight gamma and the store;
 // for gated activations n is the gate and n + 1 the up column of output n / 2.
-// OUT_F32 writes split-K partial z.
+// OUT_F32 writes split-K partial z; bf16 output (gate_up, and down when K is
+// not split) has no partials and ignores z.
 template <int ACT, int BIAS, bool OUT_F32>
 __device__ __forceinline__ void store_column_pair(const GroupedGemmParams& p, int expert, int r, int n, float v0,
                                                   float v1, float gamma, bool add_bias, int z) {

@@ -17,7 +17,8 @@
 //                      last slice (K % 64 == 32) is zero-filled when K_TAIL.
 //   split-K (gridDim.z, run time): CTA z reduces k-slices [KT*z/S, KT*(z+1)/S) and
 //                      writes its partial sum to out + z * out_split_stride; only
-//                      z = 0 adds the bias. For fp32 outputs (down) only; the
+//                      z = 0 adds the bias. For fp32 outputs (down) only (the
+//                      heuristic refuses a bf16-out down key it would split); the
 //                      combine sums the S partials in a fixed order. S comes from
 //                      the heuristic (a function of the key), so a bucket always
 //                      runs the same reduction order.

@@ -5,22 +5,40 @@
 // ---- Tunable parameters -------------------------------------------------------
 //   THREADS : CTA size; one CTA per (token = blockIdx.x, column block of THREADS*4
 //             columns = blockIdx.y).
-// Requirements: hidden % 4 == 0, Y rows 16-byte aligned (y_row_stride % 4 == 0).
+//   Y_BF16  : Y is bf16 (the down projection without split-K; splits == 1): 8-byte
+//             loads of 4 values, widened to fp32 before the sum. false: fp32 Y,
+//             16-byte loads. Why bf16 Y: at large T the combine is bound by
+//             reading Y (R * hidden values), so half the bytes is close to half
+//             the time, and the down projection stores half as much.
+// Requirements: hidden % 4 == 0, Y rows aligned to 4 elements (y_row_stride % 4 == 0).
 
 namespace moejit {
 
 struct CombineParams {
-  const float* y;        // [splits, rows, hidden] fp32, expert-sorted rows (split-K partials)
+  const void* y;         // [splits, rows, hidden] fp32, or [rows, hidden] bf16 (Y_BF16); expert-sorted rows
   i64 y_row_stride;      // elements
   i64 y_split_stride;    // elements between partials
-  int splits;            // >= 1
+  int splits;            // >= 1 (1 with Y_BF16)
   const int* route_row;  // [T * top_k], -1 = dropped route
   u16* out;              // bf16 [T, hidden]
   i64 out_row_stride;    // elements
   int hidden, top_k;
 };
 
-template <int THREADS>
+// Four consecutive Y values from element `at`, as fp32.
+template <bool Y_BF16>
+__device__ __forceinline__ float4 load_y4(const void* y, i64 at) {
+  if (Y_BF16) {
+    const uint2 v = *(const uint2*)((const u16*)y + at);
+    // Exact widening: each bf16 becomes the high half of an fp32 (the lower
+    // address is the low half of each 32-bit word).
+    return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u), __uint_as_float(v.y << 16),
+                       __uint_as_float(v.y & 0xffff0000u));
+  }
+  return *(const float4*)((const float*)y + at);
+}
+
+template <int THREADS, bool Y_BF16>
 __global__ void __launch_bounds__(THREADS) moe_combine_kernel(const CombineParams p) {
   pdl_wait();  // Y comes from the down projection
   pdl_launch_dependents();
@@ -32,7 +50,7 @@ __global__ void __launch_bounds__(THREADS) moe_combine_kernel(const CombineParam
     const int r = p.route_row[(i64)t * p.top_k + j];
     if (r < 0) continue;
     for (int z = 0; z < p.splits; ++z) {
-      const float4 v = *(const float4*)(p.y + z * p.y_split_stride + (i64)r * p.y_row_stride + c);
+      const float4 v = load_y4<Y_BF16>(p.y, z * p.y_split_stride + (i64)r * p.y_row_stride + c);
       s0 += v.x; s1 += v.y; s2 += v.z; s3 += v.w;
     }
   }

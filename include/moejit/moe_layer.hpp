@@ -8,6 +8,10 @@
 //   down:    Y[r] = gamma[t, j] * (H[r] @ W2[e]^T + b2[e])  W2 [E, D, I]
 //   combine: out[t] = sum over j = 0..top_k-1 of Y[row(t, j)] (fixed order, fp32, then bf16)
 //
+// Y is stored in bf16 when the down projection keeps K whole, in fp32 when it
+// splits K into partials (MoeWorkspaceView::y_dtype says which for T tokens;
+// FP8 modes: always fp32). The down and combine keys carry that dtype.
+//
 // Every kernel comes from the Runtime by specialization key; the token bucket is
 // round_up_tokens(T). Nothing allocates on the launch path: the caller provides a
 // workspace of workspace_size(max_tokens) bytes. Results are bit-reproducible and
@@ -24,7 +28,9 @@
 namespace moejit {
 
 // Every key the MoE layer op requests for T tokens with round_up_tokens(T) == token_bucket,
-// in launch order (route, gate_up, down, combine). Prewarm enumerates the same
+// in launch order (route, gate_up, down, combine). The down key's out field is
+// the dtype of Y (bf16 or f32, see above); the combine key's out field is the
+// same dtype, the Y it reads (the combine always writes bf16). Prewarm enumerates the same
 // function, so a sealed runtime never misses. Throws InvalidArgument for a shape
 // the kernels cannot run (message names the field).
 // FP8 modes (mxfp8, fp8_per_token) add the activation quantizers:
@@ -78,8 +84,11 @@ struct MoeWorkspaceView {
   DevicePtr route_row = 0;       // int32 [T * top_k]: sorted row of each route, -1 if dropped
   DevicePtr tiles[2][4] = {};    // per GEMM: tile_expert, tile_row_begin, tile_row_end, num_tiles
   DevicePtr h = 0;               // bf16 [T * top_k, I]
-  DevicePtr y = 0;               // fp32 [y_splits, T * top_k, D]: the down projection's split-K
-                                 // partials; a row's Y is the sum over the splits
+  DevicePtr y = 0;               // y_dtype [y_splits, T * top_k, D]: the down projection's output,
+                                 // router weight applied; with split-K its fp32 partials,
+                                 // a row's Y being the sum over the splits
+  DType y_dtype = DType::f32;    // bf16 when y_splits == 1 in bf16 / w4a16_mxfp4 modes (the
+                                 // down key's out_dtype); f32 with split-K and in FP8 modes
   std::uint32_t y_splits = 1;    // partials the combine sums (1 = Y itself)
   std::size_t y_split_stride = 0;  // elements between partials (T * top_k * D)
   // FP8 modes only (0 otherwise): quantized X [T, D] and H [T * top_k, I] (e4m3

@@ -69,8 +69,9 @@ std::string why_not_implementable(const SpecKey& key) {
   if (key.top_k == 0) return field("top_k", key.top_k, "must be >= 1");
   if (key.op == OpKind::gate_up && key.out_dtype != DType::bf16)
     return "key field out=" + std::string(to_string(key.out_dtype)) + ": gate_up writes bf16";
-  if (key.op == OpKind::down && key.out_dtype != DType::f32)
-    return "key field out=" + std::string(to_string(key.out_dtype)) + ": down writes f32 rows for the combine";
+  if (key.op == OpKind::down && key.out_dtype != DType::f32 && key.out_dtype != DType::bf16)
+    return "key field out=" + std::string(to_string(key.out_dtype)) +
+           ": down writes f32 or bf16 rows (bf16 only without split-K) for the combine";
   if (key.op == OpKind::down && key.act != Activation::none)
     return "key field act=" + std::string(to_string(key.act)) + ": down has no activation";
   if (key.op == OpKind::gate_up && key.router_weight)
@@ -262,7 +263,29 @@ GemmConfig choose_config(const SpecKey& key) {
   if (c.smem_bytes(key.quant, key.k) > 227u * 1024u)
     throw InvalidArgument("key field k=" + std::to_string(key.k) + ": the scale table of a " +
                           std::to_string(c.bn()) + "-row tile does not fit in shared memory");
+  // Why reject rather than force splits = 1 for bf16 out: the out dtype then
+  // never changes the tiles, so a bf16 key runs exactly its f32 twin's config
+  // and down_out_dtype() (bf16 iff the twin has splits == 1) is consistent by
+  // construction; forcing would make the heuristic branch on the dtype and hand
+  // bf16 keys a slower unsplit config at small T without saying so.
+  if (key.op == OpKind::down && key.out_dtype == DType::bf16 && c.splits > 1)
+    throw InvalidArgument("key field out=bf16: this down key splits K into " + std::to_string(c.splits) +
+                          " partials (m=" + std::to_string(key.token_bucket) + ", k=" + std::to_string(key.k) +
+                          "), which the combine sums in fp32: use out=f32 (down_out_dtype gives the layer's choice)");
   return c;
+}
+
+DType down_out_dtype(const SpecKey& key) {
+  SpecKey f32 = key;
+  f32.out_dtype = DType::f32;
+  // A key the heuristic rejects keeps f32: the layer then fails on it with the
+  // same message as before, when it is compiled or launched, not here.
+  if (!why_not_implementable(f32).empty()) return DType::f32;
+  try {
+    return choose_config(f32).splits == 1 ? DType::bf16 : DType::f32;
+  } catch (const InvalidArgument&) {
+    return DType::f32;
+  }
 }
 
 }  // namespace moejit::ops

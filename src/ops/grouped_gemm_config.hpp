@@ -25,7 +25,7 @@ struct GemmConfig {
   GemmKernel kernel = GemmKernel::x_operand_a;
   // x_operand_a
   int warps_m = 1, warps_n = 4, mi = 1, ni = 2, stages = 4;
-  int splits = 1;       // split-K partials (down only; summed by the combine)
+  int splits = 1;       // split-K partials (down with f32 out only; summed by the combine)
   bool k_tail = false;  // K % 64 != 0: zero-fill the last k-slice
   // mxfp4_decode: wn warps along N, kw warps along K, mw 16-row weight groups
   // per warp, nt n8 token tiles, depth weight steps in flight per warp, ctas
@@ -55,9 +55,17 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text);
 // Empty when the key can be run; otherwise the reason, naming the field and value.
 std::string why_not_implementable(const SpecKey& key);
 
-// Config for key. Throws InvalidArgument with why_not_implementable()'s reason.
+// Config for key. Throws InvalidArgument with why_not_implementable()'s reason,
+// and for a down key with out=bf16 whose config splits K (splits > 1: the
+// partials must stay f32). The out dtype never changes the config.
 // Does not allocate on success.
 GemmConfig choose_config(const SpecKey& key);
+
+// The dtype the MoE layer's down projection writes Y in for a down key of its
+// shape (key.out_dtype is ignored): bf16 when choose_config keeps K whole
+// (splits == 1), halving Y's bytes for the down store and the combine; f32 when
+// it splits K. f32 also for keys choose_config rejects. bf16 / w4a16_mxfp4 only.
+DType down_out_dtype(const SpecKey& key);
 
 // Upper bound of m-tiles for `rows` routed rows over `experts` experts and tile
 // height bm: sum_e ceil(c_e / bm) <= rows / bm + min(experts, rows).

@@ -97,12 +97,18 @@ KernelSource generate_route(const SpecKey& key) {
 KernelSource generate_combine(const SpecKey& key) {
   if (key.n == 0 || key.n % 4 != 0)
     throw InvalidArgument("key field n (hidden)=" + std::to_string(key.n) + ": must be a positive multiple of 4");
+  // The key's out field is the dtype of Y the combine reads (ops::combine_key).
+  if (key.out_dtype != DType::f32 && key.out_dtype != DType::bf16)
+    throw InvalidArgument("key field out=" + std::string(to_string(key.out_dtype)) +
+                          ": the combine reads f32 or bf16 Y (the down key's out dtype)");
+  const bool y_bf16 = key.out_dtype == DType::bf16;
   KernelSource ks;
   ks.source = unit("moe_combine.cuh");
-  ks.name_expression = "moejit::moe_combine_kernel<" + std::to_string(ops::kCombineThreads) + ">";
+  ks.name_expression = "moejit::moe_combine_kernel<" + std::to_string(ops::kCombineThreads) + ", " +
+                       (y_bf16 ? "true" : "false") + ">";
   ks.launch.block_threads = ops::kCombineThreads;
   ks.launch.dynamic_smem_bytes = 0;
-  ks.config_text = "threads=" + std::to_string(ops::kCombineThreads);
+  ks.config_text = "threads=" + std::to_string(ops::kCombineThreads) + " y=" + (y_bf16 ? "bf16" : "f32");
   return ks;
 }
 

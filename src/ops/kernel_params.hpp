@@ -32,7 +32,7 @@ struct GroupedGemmParamsArg {
   float act_alpha, act_limit;
 };
 struct CombineParamsArg {
-  const float* y;
+  const void* y;
   std::int64_t y_row_stride;
   std::int64_t y_split_stride;
   int splits;

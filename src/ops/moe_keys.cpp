@@ -5,6 +5,8 @@
 #include "moejit/error.hpp"
 #include "moejit/moe_layer.hpp"
 #include "moejit/quant.hpp"
+#include "ops/fp8_gemm_config.hpp"
+#include "ops/grouped_gemm_config.hpp"
 
 namespace moejit::ops {
 namespace {
@@ -44,7 +46,10 @@ SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale
   } else {
     key.bias = s.down_bias;
     key.router_weight = true;
+    // Y in bf16 unless the heuristic splits K (its partials stay f32); the FP8
+    // grouped GEMM writes f32 Y.
     key.out_dtype = DType::f32;
+    if (!is_fp8(quant)) key.out_dtype = down_out_dtype(key);
   }
   return key;
 }
@@ -55,9 +60,12 @@ SpecKey route_key(const MoeLayerShape& s, std::uint32_t bucket, const Target& ta
   return key;
 }
 
-SpecKey combine_key(const MoeLayerShape& s, std::uint32_t bucket, const Target& target) {
+SpecKey combine_key(const MoeLayerShape& s, DType y_dtype, std::uint32_t bucket, const Target& target) {
   SpecKey key = base_key(OpKind::combine, QuantMode::bf16, bucket, s.hidden, s.top_k, target);
-  key.out_dtype = DType::bf16;
+  // Why out carries Y's dtype: the combine always writes bf16, so the field is
+  // free, and a new key field would change the hash packing (every cache file
+  // name). The f32-Y and bf16-Y kernels thus never share a key (docs/key.md).
+  key.out_dtype = y_dtype;
   return key;
 }
 
@@ -68,17 +76,21 @@ std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant,
                                     std::uint32_t token_bucket, const Target& target) {
   ops::check_shape(shape, quant);
   if (token_bucket == 0) throw InvalidArgument("token_bucket must be >= 1, got 0");
-  if (quant == QuantMode::mxfp8 || quant == QuantMode::fp8_per_token)
+  // The combine reads Y in the dtype the down projection writes (MoeLayer::combine does the same).
+  if (quant == QuantMode::mxfp8 || quant == QuantMode::fp8_per_token) {
+    const SpecKey down = ops::gemm_key(OpKind::down, shape, quant, wscale, token_bucket, target);
     return {ops::route_key(shape, token_bucket, target),
             quantize_fp8_key(quant, shape.hidden, target),
             ops::gemm_key(OpKind::gate_up, shape, quant, wscale, token_bucket, target),
             quantize_fp8_key(quant, shape.intermediate, target),
-            ops::gemm_key(OpKind::down, shape, quant, wscale, token_bucket, target),
-            ops::combine_key(shape, token_bucket, target)};
+            down,
+            ops::combine_key(shape, down.out_dtype, token_bucket, target)};
+  }
+  const SpecKey down = ops::gemm_key(OpKind::down, shape, quant, token_bucket, target);
   return {ops::route_key(shape, token_bucket, target),
           ops::gemm_key(OpKind::gate_up, shape, quant, token_bucket, target),
-          ops::gemm_key(OpKind::down, shape, quant, token_bucket, target),
-          ops::combine_key(shape, token_bucket, target)};
+          down,
+          ops::combine_key(shape, down.out_dtype, token_bucket, target)};
 }
 
 std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, std::uint32_t token_bucket,

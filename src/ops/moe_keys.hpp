@@ -7,14 +7,18 @@
 namespace moejit::ops {
 
 // gate_up: n = 2I, k = D, the shape's activation and gate_up bias, bf16 out.
-// down: n = D, k = I, down bias, router weight applied, f32 out.
+// down: n = D, k = I, down bias, router weight applied; out = the dtype of Y:
+// bf16 / w4a16_mxfp4: down_out_dtype() (bf16 unless the config splits K, then
+// f32); FP8 modes: f32.
 SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, std::uint32_t bucket, const Target& target);
 // The same with an explicit weight-scale granularity (fp8_per_token: per_expert or
 // per_channel); the overload above uses default_weight_scale(quant).
 SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
                  const Target& target);
 SpecKey route_key(const MoeLayerShape& shape, std::uint32_t bucket, const Target& target);
-SpecKey combine_key(const MoeLayerShape& shape, std::uint32_t bucket, const Target& target);
+// y_dtype: the down key's out_dtype (f32 or bf16), carried in the combine key's
+// out field (the combine itself always writes bf16).
+SpecKey combine_key(const MoeLayerShape& shape, DType y_dtype, std::uint32_t bucket, const Target& target);
 
 // Throws InvalidArgument naming the field when the kernels cannot run the shape.
 void check_shape(const MoeLayerShape& shape, QuantMode quant);

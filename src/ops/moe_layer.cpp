@@ -49,7 +49,9 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   }
   l.h = take(2 * R * s.intermediate);
   // Y holds the down projection's split-K partials: up to kSplitKMax of them
-  // while rows <= kSplitKMaxRows (monotonic in T).
+  // while rows <= kSplitKMaxRows (monotonic in T). Sized for fp32 even where Y
+  // is bf16 (no split-K: it uses half of this): the size stays a function of T
+  // alone, monotonic, and never depends on the tile heuristic.
   const std::uint64_t y_rows = std::max<std::uint64_t>(R, std::min<std::uint64_t>(R, ops::kSplitKMaxRows) * ops::kSplitKMax);
   l.y = take(4 * y_rows * s.hidden);
   if (ops::is_fp8(quant)) {
@@ -129,9 +131,11 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
     for (int i = 0; i < 4; ++i) v.tiles[g][i] = a.workspace + l.tiles[g][i];
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
-  if (a.num_tokens > 0 && !ops::is_fp8(quant_))
-    v.y_splits = static_cast<std::uint32_t>(
-        ops::choose_config(ops::gemm_key(OpKind::down, shape_, quant_, round_up_tokens(a.num_tokens), target_)).splits);
+  if (a.num_tokens > 0 && !ops::is_fp8(quant_)) {
+    const SpecKey down = ops::gemm_key(OpKind::down, shape_, quant_, round_up_tokens(a.num_tokens), target_);
+    v.y_dtype = down.out_dtype;
+    v.y_splits = static_cast<std::uint32_t>(ops::choose_config(down).splits);
+  }
   v.y_split_stride = static_cast<std::size_t>(a.num_tokens) * shape_.top_k * shape_.hidden;
   if (ops::is_fp8(quant_)) {
     v.xq = a.workspace + l.xq;
@@ -316,10 +320,10 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
   check_args(a);
   if (a.num_tokens == 0) return;
   const std::uint32_t bucket = round_up_tokens(a.num_tokens);
-  const KernelRef k = runtime_.get(ops::combine_key(shape_, bucket, target_));
   const MoeWorkspaceView v = workspace_view(a);
+  const KernelRef k = runtime_.get(ops::combine_key(shape_, v.y_dtype, bucket, target_));
   CombineParamsArg p{};
-  p.y = ptr<const float>(v.y);
+  p.y = ptr<const void>(v.y);
   p.y_row_stride = shape_.hidden;
   p.y_split_stride = static_cast<std::int64_t>(v.y_split_stride);
   p.splits = static_cast<int>(v.y_splits);  // 1 in FP8 modes (no split-K there)

@@ -1,6 +1,7 @@
 // Every embedded kernel source is used by a kernel family, and every bf16 /
 // MXFP4 grouped GEMM variant the heuristic can pick for the real model shapes
-// compiles with NVRTC for sm_90a without spills.
+// (down with bf16 Y, and with f32 Y where it splits K) and both combine
+// variants compile with NVRTC for sm_90a without spills.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -68,6 +69,11 @@ TEST_CASE("kernel sources: every bf16/MXFP4 grouped GEMM variant compiles for sm
         }
   std::printf("  %zu distinct grouped GEMM variants\n", variants.size());
   CHECK(variants.size() >= 10);
+  // Down projections with bf16 Y (no split-K) and with f32 split-K partials.
+  std::set<DType> down_out;
+  for (const auto& [name, key] : variants)
+    if (key.op == OpKind::down) down_out.insert(key.out_dtype);
+  CHECK(down_out == std::set<DType>{DType::f32, DType::bf16});
   for (const auto& [name, key] : variants) {
     const auto ks = codegen::generate(key);
     const auto out = compiler::compile(ks, Target{90, true}, key.to_text());
@@ -80,5 +86,23 @@ TEST_CASE("kernel sources: every bf16/MXFP4 grouped GEMM variant compiles for sm
     // asynchronous pipeline safe (warning C7510, "... are serialized due to ...").
     CHECK(out.log.find("serialized") == std::string::npos);
     std::printf("  %-90s %3d regs %6.0f ms\n", name.c_str(), out.resources.registers, out.compile_ms);
+  }
+}
+
+TEST_CASE("kernel sources: both combine variants (f32 and bf16 Y) compile for sm_90a without spills",
+          "[codegen][nvrtc]") {
+  if (!driver::nvrtc_available()) {
+    WARN("skipped: libnvrtc not found");
+    return;
+  }
+  for (DType y : {DType::f32, DType::bf16}) {
+    const SpecKey key = ops::combine_key(kShapes[0], y, 4096, Target{});
+    const auto ks = codegen::generate(key);
+    const auto out = compiler::compile(ks, Target{90, true}, key.to_text());
+    INFO(key.to_text() << "\n" << ks.name_expression << "\n" << out.log);
+    CHECK(!out.cubin.empty());
+    CHECK(out.resources.spill_store_bytes == 0);
+    CHECK(out.resources.spill_load_bytes == 0);
+    std::printf("  %-90s %3d regs %6.0f ms\n", ks.name_expression.c_str(), out.resources.registers, out.compile_ms);
   }
 }

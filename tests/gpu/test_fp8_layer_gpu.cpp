@@ -74,6 +74,8 @@ Errors run_and_check(const Fp8LayerWeights& w, const LayerInputs& in, std::uint3
     got_out.insert(got_out.end(), out.begin() + std::size_t(t) * s.hidden, out.begin() + std::size_t(t + 1) * s.hidden);
   err.out = ref::relative_frobenius_error(res.out, got_out);
   const MoeWorkspaceView v = layer.workspace_view(run.args);
+  REQUIRE(v.y_dtype == DType::f32);  // the FP8 down projection writes fp32 Y, never split
+  REQUIRE(v.y_splits == 1);
   const std::size_t routes = std::size_t(in.tokens) * s.top_k;
   std::vector<std::int32_t> route_row(routes);
   MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(route_row.data(), v.route_row, routes * 4));

@@ -64,13 +64,23 @@ Errors run_and_check(const LayerWeights& w, const LayerInputs& in, std::uint32_t
     REQUIRE(gr >= 0);
     MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(hrow.data(), v.h + std::size_t(gr) * s.intermediate * 2,
                                                    hrow.size() * 2));
-    // Y is the sum of the down projection's split-K partials.
+    // Y is the sum of the down projection's split-K partials (fp32), or one
+    // bf16 row when the down projection does not split K (v.y_dtype).
     std::fill(yrow.begin(), yrow.end(), 0.f);
-    std::vector<float> part(s.hidden);
-    for (std::uint32_t z = 0; z < v.y_splits; ++z) {
-      MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(
-          part.data(), v.y + (z * v.y_split_stride + std::size_t(gr) * s.hidden) * 4, part.size() * 4));
-      for (std::uint32_t d = 0; d < s.hidden; ++d) yrow[d] += part[d];
+    if (v.y_dtype == DType::bf16) {
+      REQUIRE(v.y_splits == 1);
+      std::vector<std::uint16_t> row16(s.hidden);
+      MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(row16.data(), v.y + std::size_t(gr) * s.hidden * 2,
+                                                     row16.size() * 2));
+      for (std::uint32_t d = 0; d < s.hidden; ++d) yrow[d] = bf16_to_float(row16[d]);
+    } else {
+      REQUIRE(v.y_dtype == DType::f32);
+      std::vector<float> part(s.hidden);
+      for (std::uint32_t z = 0; z < v.y_splits; ++z) {
+        MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(
+            part.data(), v.y + (z * v.y_split_stride + std::size_t(gr) * s.hidden) * 4, part.size() * 4));
+        for (std::uint32_t d = 0; d < s.hidden; ++d) yrow[d] += part[d];
+      }
     }
     got_h.insert(got_h.end(), hrow.begin(), hrow.end());
     got_y.insert(got_y.end(), yrow.begin(), yrow.end());
