@@ -87,13 +87,16 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
   const int s_begin = (int)(((i64)S * seg_begin) / KSEG);
   const int s_end = (int)(((i64)S * seg_end) / KSEG);
 
-  float acc[MW][NT][4], total[MW][NT][4];
+  // One accumulator per chunk of the super-step (two independent MMA chains
+  // per step instead of one of 16 dependent MMAs); a segment's sum is
+  // acc[0] + acc[1], in that order, whatever the configuration.
+  float acc[2][MW][NT][4], total[MW][NT][4];
 #pragma unroll
   for (int mw = 0; mw < MW; ++mw)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) acc[mw][nt][c] = total[mw][nt][c] = 0.f;
+      for (int c = 0; c < 4; ++c) acc[0][mw][nt][c] = acc[1][mw][nt][c] = total[mw][nt][c] = 0.f;
 
   constexpr int kUnits = MW * NT;
   __shared__ float red[KW > 1 ? 4 * WN * kUnits * 4 * 32 : 1];  // [segment][wn][unit][c][lane]
@@ -107,11 +110,12 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
+          const float sum = acc[0][mw][nt][c] + acc[1][mw][nt][c];
           if (KW > 1)
-            red[(((seg * WN + wn) * kUnits + mw * NT + nt) * 4 + c) * 32 + lane] = acc[mw][nt][c];
+            red[(((seg * WN + wn) * kUnits + mw * NT + nt) * 4 + c) * 32 + lane] = sum;
           else
-            total[mw][nt][c] = seg == 0 ? acc[mw][nt][c] : total[mw][nt][c] + acc[mw][nt][c];
-          acc[mw][nt][c] = 0.f;
+            total[mw][nt][c] = seg == 0 ? sum : total[mw][nt][c] + sum;
+          acc[0][mw][nt][c] = acc[1][mw][nt][c] = 0.f;
         }
     ++seg;
     seg_next = (int)(((i64)S * (seg + 1)) / KSEG);
@@ -181,7 +185,7 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
           if (k_ok) ldg_v4(x_row[nt] + ((u32)s * kSuper + 128u * c + 8u * j), x);
           x_pairs(x, b);
 #pragma unroll
-          for (int mw = 0; mw < MW; ++mw) mma_word(acc[mw][nt], a[mw][0], a[mw][1], b);
+          for (int mw = 0; mw < MW; ++mw) mma_word(acc[c][mw][nt], a[mw][0], a[mw][1], b);
         }
       }
     }

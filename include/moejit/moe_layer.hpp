@@ -82,7 +82,9 @@ struct MoeWorkspaceView {
   DevicePtr expert_offsets = 0;  // int32 [E + 1]
   DevicePtr sorted_route = 0;    // int32 [T * top_k]: route id t * top_k + j of each sorted row
   DevicePtr route_row = 0;       // int32 [T * top_k]: sorted row of each route, -1 if dropped
-  DevicePtr tiles[2][4] = {};    // per GEMM: tile_expert, tile_row_begin, tile_row_end, num_tiles
+  DevicePtr tiles[2][4] = {};    // per GEMM: tile_expert, tile_row_begin, tile_row_end, num_tiles;
+                                 // tiles[1] aliases tiles[0] when both GEMMs use the same m-tile
+                                 // height (the routing kernel then builds one list)
   DevicePtr h = 0;               // bf16 [T * top_k, I]
   DevicePtr y = 0;               // y_dtype [y_splits, T * top_k, D]: the down projection's output,
                                  // router weight applied; with split-K its fp32 partials,
@@ -127,6 +129,8 @@ class MoeLayer {
 
  private:
   void check_args(const MoeLayerArgs& args) const;
+  // m-tile height (routed rows per tile) of op's kernel for a token bucket.
+  int tile_bm(OpKind op, std::uint32_t bucket) const;
   Runtime& runtime_;
   MoeLayerShape shape_;
   QuantMode quant_;

@@ -117,6 +117,11 @@ MoeLayer::MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant
   validate(probe);  // wscale must fit quant (throws InvalidArgument naming wscale)
 }
 
+int MoeLayer::tile_bm(OpKind op, std::uint32_t bucket) const {
+  const SpecKey k = ops::gemm_key(op, shape_, quant_, wscale_, bucket, target_);
+  return ops::is_fp8(quant_) ? ops::choose_fp8_config(k).bm() : ops::choose_config(k).bm();
+}
+
 std::size_t MoeLayer::workspace_size(std::uint32_t max_tokens) const {
   return layout_for(shape_, quant_, max_tokens).total;
 }
@@ -129,6 +134,13 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
   v.route_row = a.workspace + l.route_row;
   for (int g = 0; g < 2; ++g)
     for (int i = 0; i < 4; ++i) v.tiles[g][i] = a.workspace + l.tiles[g][i];
+  // Both GEMMs on the same m-tile height (decode: 8 or 16 rows; prefill: the
+  // same wgmma tile) share one tile list: the routing kernel builds it once.
+  if (a.num_tokens > 0) {
+    const std::uint32_t bucket = round_up_tokens(a.num_tokens);
+    if (tile_bm(OpKind::gate_up, bucket) == tile_bm(OpKind::down, bucket))
+      for (int i = 0; i < 4; ++i) v.tiles[1][i] = v.tiles[0][i];
+  }
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
   if (a.num_tokens > 0 && !ops::is_fp8(quant_)) {
@@ -184,8 +196,9 @@ void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
   p.route_row = ptr<int>(v.route_row);
   const OpKind ops_[2] = {OpKind::gate_up, OpKind::down};
   for (int g = 0; g < 2; ++g) {
-    const SpecKey gk = ops::gemm_key(ops_[g], shape_, quant_, wscale_, bucket, target_);
-    const int bm = ops::is_fp8(quant_) ? ops::choose_fp8_config(gk).bm() : ops::choose_config(gk).bm();
+    // A list shared with gate_up (workspace_view) is built once: bm 0 skips it.
+    const bool shared = g == 1 && v.tiles[1][0] == v.tiles[0][0];
+    const int bm = shared ? 0 : tile_bm(ops_[g], bucket);
     p.tiles[g] = {bm, ptr<int>(v.tiles[g][0]), ptr<int>(v.tiles[g][1]), ptr<int>(v.tiles[g][2]),
                   ptr<int>(v.tiles[g][3])};
   }
