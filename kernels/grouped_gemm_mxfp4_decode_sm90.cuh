@@ -20,12 +20,7 @@
 //            warp row wk reduces K segments [KSEG*wk/KW, KSEG*(wk+1)/KW)
 //   MW     : 16-row weight groups per warp
 //   NT     : n8 token tiles per m-tile (BM = 8 * NT routed rows of one expert)
-//   DEPTH  : STAGES <= 1: super-steps of weights in flight per warp, in registers
-//            (20 * MW registers per step)
-//   STAGES : >= 2: the weights stream through a per-lane cp.async ring in shared
-//            memory instead, STAGES super-steps deep (64 * MW bytes per lane and
-//            step, static shared memory); the E8M0 bytes run one step ahead in
-//            registers. Registers no longer bound the bytes in flight.
+//   DEPTH  : super-steps of weights in flight per warp (registers: 20 * MW per step)
 //   CTAS   : resident CTAs per SM asked of ptxas (caps registers at 64K / (CTAS * threads))
 //   Super-step: 256 k; lane q owns the 32-k chunks [32q, 32q + 32) and
 //            [128 + 32q, 160 + 32q) of it, so the four lanes of a row read 64
@@ -35,7 +30,7 @@
 
 namespace moejit {
 
-template <int WN, int KW, int MW, int NT, int DEPTH, int STAGES, int CTAS, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT,
+template <int WN, int KW, int MW, int NT, int DEPTH, int CTAS, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT,
           bool OUT_F32>
 __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
   constexpr int kSuper = 256;
@@ -202,105 +197,31 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
     return !__any_sync(0xffffffffu, big != 0u);
   };
 
-  // Activation row of the lane in each n8 tile (B column g), at the lane's
-  // first chunk; called once the first weight loads are issued. A padding
-  // column reads the tile's first row: columns never mix, and the epilogue
-  // stores only real rows, so no zero fill or predicate is needed.
-  auto set_x_rows = [&]() {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int r0 = row_begin + nt * 8 + g;
-      const int r = r0 < row_end ? r0 : row_begin;
-      const i64 src = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
-      x_row[nt] = p.a + src * p.a_row_stride + 32 * q;
-    }
-  };
+  for (int d = 0; d < DEPTH; ++d) load(wbuf[d], sbuf[d], s_begin + d);
+  // Activation row of the lane in each n8 tile (B column g), at the lane's first chunk.
+  // A padding column reads the tile's first row: columns never mix, and the
+  // epilogue stores only real rows, so no zero fill or predicate is needed.
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int r0 = row_begin + nt * 8 + g;
+    const int r = r0 < row_end ? r0 : row_begin;
+    const i64 src = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
+    x_row[nt] = p.a + src * p.a_row_stride + 32 * q;
+  }
 
-  if (STAGES <= 1) {
+  for (int s = s_begin; s < s_end; s += DEPTH) {
 #pragma unroll
-    for (int d = 0; d < DEPTH; ++d) load(wbuf[d], sbuf[d], s_begin + d);
-    set_x_rows();
-    for (int s = s_begin; s < s_end; s += DEPTH) {
-#pragma unroll
-      for (int d = 0; d < DEPTH; ++d) {
-        if (s + d < s_end) {
-          if (step_is_fast(sbuf[d]))
-            compute(wbuf[d], sbuf[d], s + d, true);
-          else
-            compute(wbuf[d], sbuf[d], s + d, false);
-          load(wbuf[d], sbuf[d], s + d + DEPTH);
-          if (s + d + 1 == seg_next) flush();
-        }
+    for (int d = 0; d < DEPTH; ++d) {
+      if (s + d < s_end) {
+        if (step_is_fast(sbuf[d]))
+          compute(wbuf[d], sbuf[d], s + d, true);
+        else
+          compute(wbuf[d], sbuf[d], s + d, false);
+        load(wbuf[d], sbuf[d], s + d + DEPTH);
+        if (s + d + 1 == seg_next) flush();
       }
     }
-  } else {
-    // Shared-memory ring: [slot][warp][group, half, chunk][lane] 16 bytes; each
-    // lane reads back only its own copies, so cp.async.wait_group suffices.
-    constexpr int kSlots = STAGES > 1 ? STAGES : 1;
-    static_assert(kSlots * WN * KW * MW * 4 * 512 + sizeof(red) <= 48 * 1024,
-                  "decode ring exceeds static shared memory");
-    __shared__ __align__(16) u32 ring[kSlots][WN * KW][MW * 4][32][4];
-    auto issue = [&](int slot, int s) {
-#pragma unroll
-      for (int mw = 0; mw < MW; ++mw)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const u32 k = (u32)s * kSuper + k_lane + 128u * c;
-            const bool ok = s < s_end && grp_ok[mw] && k < (u32)K;
-            cp_async_stream_16(smem_addr(&ring[slot][warp][mw * 4 + half * 2 + c][lane][0]),
-                               ok ? (const void*)(w_row[mw][half] + ((u32)s * (kSuper / 2) + 64u * c)) : (const void*)p.w,
-                               ok ? 16u : 0u);
-          }
-    };
-    auto load_scales = [&](u32 (&sb)[MW][2][2], int s) {
-#pragma unroll
-      for (int mw = 0; mw < MW; ++mw)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const u32 k = (u32)s * kSuper + k_lane + 128u * c;
-            // Zero weights past K get scale 127 (factor 1): 0xFF would make NaN.
-            sb[mw][half][c] = s < s_end && grp_ok[mw] && k < (u32)K
-                                  ? ldg_u8(s_row[mw][half] + ((u32)s * (kSuper / 32) + 4u * c))
-                                  : 127u;
-          }
-    };
-#pragma unroll
-    for (int d = 0; d < kSlots; ++d) {
-      issue(d, s_begin + d);
-      cp_async_commit();
-    }
-    load_scales(sbuf[0], s_begin);
-    set_x_rows();
-    int slot = 0;
-    for (int s = s_begin; s < s_end; ++s) {
-      u32 sb_next[MW][2][2];
-      load_scales(sb_next, s + 1);
-      cp_async_wait<kSlots - 1>();
-#pragma unroll
-      for (int i = 0; i < MW * 4; ++i) {
-        u32* w = &wbuf[0][i / 4][(i / 2) % 2][i % 2][0];
-        lds128(smem_addr(&ring[slot][warp][i][lane][0]), w[0], w[1], w[2], w[3]);
-      }
-      if (step_is_fast(sbuf[0]))
-        compute(wbuf[0], sbuf[0], s, true);
-      else
-        compute(wbuf[0], sbuf[0], s, false);
-      issue(slot, s + kSlots);  // the slot just read back (its registers are consumed)
-      cp_async_commit();
-      slot = slot + 1 == kSlots ? 0 : slot + 1;
-      if (s + 1 == seg_next) flush();
-#pragma unroll
-      for (int mw = 0; mw < MW; ++mw)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) sbuf[0][mw][half][c] = sb_next[mw][half][c];
-    }
-    cp_async_wait<0>();
   }
 
   // Epilogue: unit u = (mw, nt) of warp column wn is finished by warp row u % KW,

@@ -23,11 +23,6 @@ __device__ __forceinline__ void ldg_stream_v4(const void* ptr, u32 (&r)[4]) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "l"(ptr));
 }
-// 16-byte global -> shared async copy of streamed weights with a 256-byte L2
-// prefetch; src_bytes = 0 zero-fills the 16 bytes (src must still be valid).
-__device__ __forceinline__ void cp_async_stream_16(u32 dst, const void* src, u32 src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
 // 16-byte read-only global load through L1 (activations, re-read by other
 // warps). Not volatile: the compiler may hoist it as far as registers allow.
 __device__ __forceinline__ void ldg_v4(const void* ptr, u32 (&r)[4]) {

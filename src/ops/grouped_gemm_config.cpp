@@ -48,7 +48,7 @@ std::string GemmConfig::to_string() const {
     return std::string("kernel=mxfp4_decode") +
            " bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(wn) + "x" +
            std::to_string(kw) + " mw=" + std::to_string(mw) + " nt=" + std::to_string(nt) +
-           " depth=" + std::to_string(depth) + " stages=" + std::to_string(stages) + " ctas=" + std::to_string(ctas);
+           " depth=" + std::to_string(depth) + " ctas=" + std::to_string(ctas);
   return "kernel=x_operand_a bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
          "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
          " stages=" + std::to_string(stages) + " splits=" + std::to_string(splits) + " k_tail=" + (k_tail ? "1" : "0");
@@ -123,14 +123,6 @@ const std::vector<GemmTune>& tune_overrides() {
   return entries;
 }
 
-// Static shared memory of the decode kernel: the cp.async weight ring (stages
-// >= 2) and the K-split reduction buffer (kernels/grouped_gemm_mxfp4_decode_sm90.cuh).
-std::uint32_t decode_static_smem(const GemmConfig& c) {
-  const std::uint32_t ring = c.stages >= 2 ? c.stages * c.threads() * c.mw * 64u : 0u;
-  const std::uint32_t red = c.kw > 1 ? 4u * c.wn * c.mw * c.nt * 4u * 32u * 4u : 4u;
-  return ring + red;
-}
-
 void apply_tune(GemmConfig& c, const SpecKey& key) {
   const bool decode = c.kernel == GemmKernel::mxfp4_decode;
   bool changed = false;
@@ -145,9 +137,7 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   if (!changed) return;
   // The kernels' contracts (see their tunable blocks).
   const int kseg = std::min(4, static_cast<int>((key.k + 255) / 256));
-  if (decode && c.stages >= 2) c.depth = 1;  // the ring replaces the register steps
-  const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32 && c.ctas * c.threads() <= 2048 &&
-                            decode_static_smem(c) <= 48u * 1024u)
+  const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32 && c.ctas * c.threads() <= 2048)
                          : c.wg >= 1 && c.wg <= 3 && c.stages >= 3 && (c.depth == 1 || c.depth == 2) &&
          c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
   if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +
@@ -168,7 +158,6 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     c.kernel = GemmKernel::mxfp4_decode;
     c.nt = avg <= 4 ? 1 : 2;
     c.depth = 1;
-    c.stages = 1;  // weights straight to registers (no shared-memory ring)
     const std::uint64_t want_warps = 32 * kSmCount;
     const std::uint64_t groups = (key.n + 15) / 16 * hit;  // 16-row weight groups over the experts hit
     const int steps = static_cast<int>((key.k + 255) / 256);  // 256-k super-steps

@@ -28,9 +28,7 @@ struct GemmConfig {
   int splits = 1;       // split-K partials (down with f32 out only; summed by the combine)
   bool k_tail = false;  // K % 64 != 0: zero-fill the last k-slice
   // mxfp4_decode: wn warps along N, kw warps along K, mw 16-row weight groups
-  // per warp, nt n8 token tiles, depth weight steps in flight per warp (in
-  // registers), stages >= 2: a shared-memory cp.async ring of that many steps
-  // instead (stages 1: none; the field is shared with x_operand_a), ctas
+  // per warp, nt n8 token tiles, depth weight steps in flight per warp, ctas
   // resident CTAs per SM asked of ptxas (__launch_bounds__ minimum: it caps
   // the registers at 64K / (ctas * threads)); 1 = no cap.
   int wn = 4, kw = 1, mw = 2, nt = 1, depth = 2, ctas = 1;
