@@ -9,23 +9,17 @@
 #include "moejit/moe_layer.hpp"
 #include "ops/grouped_gemm_config.hpp"
 #include "ops/moe_keys.hpp"
+#include "test_shapes.hpp"
 
 using namespace moejit;
+using testing::layer_shape;
 
-namespace {
-MoeLayerShape shape(std::uint32_t d, std::uint32_t i, std::uint32_t e, std::uint32_t k, Activation act) {
-  MoeLayerShape s;
-  s.hidden = d, s.intermediate = i, s.experts = e, s.top_k = k, s.act = act;
-  if (act == Activation::swiglu_oai) s.act_alpha = 1.702f, s.act_limit = 7.f;
-  return s;
-}
-}  // namespace
 
 TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "[heuristic]") {
-  const MoeLayerShape shapes[] = {shape(2880, 2880, 128, 4, Activation::swiglu_oai),
-                                  shape(2048, 768, 128, 8, Activation::silu_gated),
-                                  shape(7168, 2048, 256, 8, Activation::silu_gated),
-                                  shape(4096, 14336, 8, 2, Activation::silu_gated)};
+  const MoeLayerShape shapes[] = {layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai),
+                                  layer_shape(2048, 768, 128, 8, Activation::silu_gated),
+                                  layer_shape(7168, 2048, 256, 8, Activation::silu_gated),
+                                  layer_shape(4096, 14336, 8, 2, Activation::silu_gated)};
   for (const auto& s : shapes)
     for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4})
       for (std::uint32_t b : prewarm_set(20000))
@@ -55,7 +49,7 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
 }
 
 TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuristic]") {
-  const MoeLayerShape s = shape(2880, 2880, 128, 4, Activation::swiglu_oai);
+  const MoeLayerShape s = layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai);
   for (std::uint32_t T : {1u, 8u, 64u, 512u, 4096u, 16384u}) {
     const auto gu = ops::choose_config(ops::gemm_key(OpKind::gate_up, s, QuantMode::w4a16_mxfp4, T, Target{}));
     const auto dn = ops::choose_config(ops::gemm_key(OpKind::down, s, QuantMode::w4a16_mxfp4, T, Target{}));
@@ -69,13 +63,13 @@ TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuri
   }
   // A decode down projection with too few warps splits K (Mixtral: 2 experts hit
   // at T = 1); prefill never does.
-  const MoeLayerShape mixtral = shape(4096, 14336, 8, 2, Activation::silu_gated);
+  const MoeLayerShape mixtral = layer_shape(4096, 14336, 8, 2, Activation::silu_gated);
   CHECK(ops::choose_config(ops::gemm_key(OpKind::down, mixtral, QuantMode::bf16, 1, Target{})).splits > 1);
   CHECK(ops::choose_config(ops::gemm_key(OpKind::down, s, QuantMode::w4a16_mxfp4, 4096, Target{})).splits == 1);
 }
 
 TEST_CASE("grouped GEMM config: keys it cannot run are rejected naming the field", "[heuristic]") {
-  const MoeLayerShape s = shape(2880, 2880, 128, 4, Activation::swiglu_oai);
+  const MoeLayerShape s = layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai);
   SpecKey k = ops::gemm_key(OpKind::gate_up, s, QuantMode::w4a16_mxfp4, 8, Target{});
   k.k = 2880 + 16;
   k.k_align = alignment_of(k.k);
@@ -86,10 +80,11 @@ TEST_CASE("grouped GEMM config: keys it cannot run are rejected naming the field
   k = ops::gemm_key(OpKind::down, s, QuantMode::bf16, 8, Target{});
   k.n = 2888;
   CHECK_THROWS_WITH(ops::choose_config(k), Catch::Contains("n=2888"));
-  CHECK_THROWS_WITH(ops::check_shape(shape(2880, 2880, 128, 0, Activation::none), QuantMode::bf16), Catch::Contains("top_k=0"));
+  CHECK_THROWS_WITH(ops::check_shape(layer_shape(2880, 2880, 128, 0, Activation::none), QuantMode::bf16),
+                    Catch::Contains("top_k=0"));
   // The FP8 modes run in the layer (fp8 branch); their K % 32 rule is the shape's % 32 rule.
-  CHECK_NOTHROW(ops::check_shape(shape(2880, 2880, 128, 4, Activation::silu_gated), QuantMode::mxfp8));
-  CHECK_THROWS_WITH(ops::check_shape(shape(2896 - 8, 2880, 128, 4, Activation::silu_gated), QuantMode::mxfp8),
+  CHECK_NOTHROW(ops::check_shape(layer_shape(2880, 2880, 128, 4, Activation::silu_gated), QuantMode::mxfp8));
+  CHECK_THROWS_WITH(ops::check_shape(layer_shape(2896 - 8, 2880, 128, 4, Activation::silu_gated), QuantMode::mxfp8),
                     Catch::Contains("hidden=2888"));
 }
 

@@ -18,23 +18,19 @@
 #include "ops/grouped_gemm_config.hpp"
 #include "ops/moe_keys.hpp"
 #include "util/embedded_file.hpp"
+#include "test_shapes.hpp"
 
 using namespace moejit;
+using testing::layer_shape;
 
 namespace {
-MoeLayerShape shape(std::uint32_t d, std::uint32_t i, std::uint32_t e, std::uint32_t k, Activation act, BiasKind b) {
-  MoeLayerShape s;
-  s.hidden = d, s.intermediate = i, s.experts = e, s.top_k = k, s.act = act;
-  s.gate_up_bias = s.down_bias = b;
-  if (act == Activation::swiglu_oai) s.act_alpha = 1.702f, s.act_limit = 7.f;
-  return s;
-}
 const MoeLayerShape kShapes[] = {
-    shape(2880, 2880, 128, 4, Activation::swiglu_oai, BiasKind::bf16),  // gpt-oss-120b: K tail (2880 % 64 = 0, % 128 = 64)
-    shape(2048, 768, 128, 8, Activation::silu_gated, BiasKind::none),   // Qwen3-30B-A3B
-    shape(7168, 2048, 256, 8, Activation::silu_gated, BiasKind::f32),   // DeepSeek-V3 shape
-    shape(4096, 14336, 8, 2, Activation::silu_gated, BiasKind::none),   // Mixtral-8x7B
-    shape(96, 32, 4, 2, Activation::none, BiasKind::none),              // K % 64 = 32: the k_tail variant
+    // gpt-oss-120b: K tail (2880 % 64 = 0, % 128 = 64)
+    layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai, BiasKind::bf16),
+    layer_shape(2048, 768, 128, 8, Activation::silu_gated, BiasKind::none),   // Qwen3-30B-A3B
+    layer_shape(7168, 2048, 256, 8, Activation::silu_gated, BiasKind::f32),   // DeepSeek-V3 shape
+    layer_shape(4096, 14336, 8, 2, Activation::silu_gated, BiasKind::none),   // Mixtral-8x7B
+    layer_shape(96, 32, 4, 2, Activation::none, BiasKind::none),              // K % 64 = 32: the k_tail variant
 };
 }  // namespace
 
@@ -42,7 +38,8 @@ TEST_CASE("kernel sources: every embedded file is part of some family's translat
   std::set<std::string> sources;
   for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4, QuantMode::mxfp8, QuantMode::fp8_per_token})
     for (std::uint32_t bucket : {64u, 512u, 4096u})  // decode, mid-range and prefill GEMM kernels
-      for (const SpecKey& k : moe_layer_keys(kShapes[0], q, bucket, Target{})) sources.insert(codegen::generate(k).source);
+      for (const SpecKey& k : moe_layer_keys(kShapes[0], q, bucket, Target{}))
+        sources.insert(codegen::generate(k).source);
   sources.insert(codegen::generate(quantize_mxfp4_key(2880, Target{})).source);
   for (const auto& f : codegen::embedded_kernel_sources()) {
     bool used = false;

@@ -12,18 +12,14 @@
 #include "moejit/runtime.hpp"
 #include "ops/grouped_gemm_config.hpp"
 #include "ops/moe_keys.hpp"
+#include "test_shapes.hpp"
 
 using namespace moejit;
+using testing::layer_shape;
 
 namespace {
-MoeLayerShape shape(std::uint32_t d, std::uint32_t i, std::uint32_t e, std::uint32_t k, Activation act) {
-  MoeLayerShape s;
-  s.hidden = d, s.intermediate = i, s.experts = e, s.top_k = k, s.act = act;
-  if (act == Activation::swiglu_oai) s.act_alpha = 1.702f, s.act_limit = 7.f;
-  return s;
-}
-const MoeLayerShape kGptOss = shape(2880, 2880, 128, 4, Activation::swiglu_oai);
-const MoeLayerShape kMixtral = shape(4096, 14336, 8, 2, Activation::silu_gated);
+const MoeLayerShape kGptOss = layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai);
+const MoeLayerShape kMixtral = layer_shape(4096, 14336, 8, 2, Activation::silu_gated);
 }  // namespace
 
 TEST_CASE("Y dtype: a down key with out=bf16 is accepted and runs without split-K", "[heuristic][ydtype]") {
@@ -48,8 +44,8 @@ TEST_CASE("Y dtype: a bf16-out down key that would split K is rejected naming ou
 }
 
 TEST_CASE("Y dtype: the layer's down key is bf16 exactly when its config has splits == 1", "[heuristic][ydtype]") {
-  const MoeLayerShape shapes[] = {kGptOss, shape(2048, 768, 128, 8, Activation::silu_gated),
-                                  shape(7168, 2048, 256, 8, Activation::silu_gated), kMixtral};
+  const MoeLayerShape shapes[] = {kGptOss, layer_shape(2048, 768, 128, 8, Activation::silu_gated),
+                                  layer_shape(7168, 2048, 256, 8, Activation::silu_gated), kMixtral};
   std::size_t bf16 = 0, f32 = 0;
   for (const auto& s : shapes)
     for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4})
