@@ -9,14 +9,14 @@
 // loads its weights straight into registers (16 bytes per lane per row, the
 // four lanes of a row covering 64 contiguous bytes per load), DEPTH super-steps ahead,
 // with no shared memory ring and no CTA barrier in the loop: a warp waits only
-// for its own loads. Activations (1..8 rows per tile) are read through L1.
+// for its own loads. Activations (up to 8 * NT rows per tile) are read through L1.
 // The warps of a CTA may split K; their partial sums are reduced through
 // shared memory in warp order, so results are deterministic and every key
 // always runs the same reduction.
 //
 // ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp) ----
 //   WN     : warps along N; each owns MW groups of 16 weight rows (BN = 16 * MW * WN)
-//   KW     : warps along K (1, 2 or 4, dividing KSEG = min(4, S), S = ceil(K / 256));
+//   KW     : warps along K (dividing KSEG = min(4, S), S = ceil(K / 256));
 //            warp row wk reduces K segments [KSEG*wk/KW, KSEG*(wk+1)/KW)
 //   MW     : 16-row weight groups per warp
 //   NT     : n8 token tiles per m-tile (BM = 8 * NT routed rows of one expert)
@@ -26,7 +26,8 @@
 //            [128 + 32q, 160 + 32q) of it, so the four lanes of a row read 64
 //            contiguous bytes per load (whole 32-byte sectors; interleaved
 //            halves measured 49 % excess L2 sectors in ncu).
-// Requirements (checked on the host): K % 32 == 0, N % 16 == 0.
+// Requirements (checked on the host): K % 32 == 0, N % 16 == 0; KSEG % KW == 0,
+// WN * KW <= 32, CTAS * 32 * WN * KW <= 2048 (MOEJIT_GEMM_TUNE is checked against these).
 
 namespace moejit {
 

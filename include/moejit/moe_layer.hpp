@@ -1,12 +1,13 @@
 #pragma once
 // A whole MoE layer on the GPU: routing -> gate_up grouped GEMM -> down grouped
-// GEMM -> combine, on the caller's stream and device buffers. Semantics:
-// REFERENCE (docs/moe-semantics.md):
+// GEMM -> combine, on the caller's stream and device buffers. Semantics (the
+// float64 reference: docs/formats.md, "The float64 MoE reference"):
 //
 //   rows r: the routes (t, j) with topk_ids[t, j] != -1, sorted by expert e(r)
 //   gate_up: H[r] = act(X[t(r)] @ W1[e]^T + b1[e])        W1 [E, 2I, D]
-//   down:    Y[r] = gamma[t, j] * (H[r] @ W2[e]^T + b2[e])  W2 [E, D, I]
-//   combine: out[t] = sum over j = 0..top_k-1 of Y[row(t, j)] (fixed order, fp32, then bf16)
+//   down:    Y[r] = gamma[t, j] * (H[r] @ W2[e]^T + b2[e])  W2 [E, D, I], stored in y_dtype
+//   combine: out[t] = sum over j = 0..top_k-1 of Y[row(t, j)] (fixed order, in fp32 over the
+//            stored Y values, then rounded to bf16)
 //
 // Y is stored in bf16 when the down projection keeps K whole, in fp32 when it
 // splits K into partials (MoeWorkspaceView::y_dtype says which for T tokens;
@@ -14,8 +15,13 @@
 //
 // Every kernel comes from the Runtime by specialization key; the token bucket is
 // round_up_tokens(T). Nothing allocates on the launch path: the caller provides a
-// workspace of workspace_size(max_tokens) bytes. Results are bit-reproducible and
-// independent of other tokens in the batch (padding invariance).
+// workspace of workspace_size(max_tokens) bytes. Results are bit-reproducible, and
+// a token's output does not depend on the other tokens of the batch (padding
+// invariance) as long as the batch sizes compared pick the same down
+// projection K split: the kernels' tiles and K splits otherwise never change a
+// row's bits, but split-K partials (activations-as-A down kernel, tiny T only;
+// MoeWorkspaceView::y_splits > 1) sum in another order than one pass and keep Y
+// in fp32.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -82,15 +88,19 @@ struct MoeWorkspaceView {
   DevicePtr expert_offsets = 0;  // int32 [E + 1]
   DevicePtr sorted_route = 0;    // int32 [T * top_k]: route id t * top_k + j of each sorted row
   DevicePtr route_row = 0;       // int32 [T * top_k]: sorted row of each route, -1 if dropped
-  DevicePtr tiles[2][4] = {};    // per GEMM: tile_expert, tile_row_begin, tile_row_end, num_tiles;
-                                 // tiles[1] aliases tiles[0] when both GEMMs use the same m-tile
-                                 // height (the routing kernel then builds one list)
+  DevicePtr tiles[2][4] = {};    // per GEMM (0 gate_up, 1 down), written by route(): int32
+                                 // tile_expert, tile_row_begin, tile_row_end [max m-tiles] and
+                                 // int32 num_tiles [1]. When both GEMMs use the same m-tile height
+                                 // (every configuration today) tiles[1][i] == tiles[0][i]: one list,
+                                 // built once; compare the pointers, never treat them as two buffers
+
   DevicePtr h = 0;               // bf16 [T * top_k, I]
   DevicePtr y = 0;               // y_dtype [y_splits, T * top_k, D]: the down projection's output,
                                  // router weight applied; with split-K its fp32 partials,
                                  // a row's Y being the sum over the splits
   DType y_dtype = DType::f32;    // bf16 when y_splits == 1 in bf16 / w4a16_mxfp4 modes (the
-                                 // down key's out_dtype); f32 with split-K and in FP8 modes
+                                 // down key's out_dtype); f32 with split-K, in FP8 modes and
+                                 // when num_tokens == 0
   std::uint32_t y_splits = 1;    // partials the combine sums (1 = Y itself)
   std::size_t y_split_stride = 0;  // elements between partials (T * top_k * D)
   // FP8 modes only (0 otherwise): quantized X [T, D] and H [T * top_k, I] (e4m3

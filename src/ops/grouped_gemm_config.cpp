@@ -92,10 +92,11 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
       const std::string kind = item.substr(0, dot);
       e.decode = kind == "decode";
       e.field = item.substr(dot + 1, eq - dot - 1);
-      ok = (kind == "decode" || kind == "prefill") &&
-           (e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" || e.field == "depth" ||
-            e.field == "ctas" ||
-            e.field == "stages" || e.field == "wg");
+      // Only the fields each kernel takes: any other would be a silent no-op.
+      const bool decode_field = e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" ||
+                                e.field == "depth" || e.field == "ctas";
+      const bool prefill_field = e.field == "wg" || e.field == "stages" || e.field == "depth";
+      ok = (kind == "decode" && decode_field) || (kind == "prefill" && prefill_field);
       std::size_t used = 0;
       try {
         e.value = std::stoi(item.substr(eq + 1), &used);
@@ -106,7 +107,8 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
     }
     if (!ok)
       throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
-                            "': expected decode.<f>=<n> or prefill.<f>=<n>, f in wn|kw|mw|nt|depth|ctas|stages|wg, n in 1..16");
+                            "': expected decode.<f>=<n> (f in wn|kw|mw|nt|depth|ctas) or prefill.<f>=<n> (f in "
+                            "wg|stages|depth), n in 1..16");
     out.push_back(e);
     at = end + 1;
   }
@@ -151,10 +153,11 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // Decode: the weights of the experts hit stream once. Aim for 32
     // warp-tasks per SM; fewer 16-row weight groups than that: split K across
     // the CTA's warps (fixed segments, reduced in shared memory in order).
-    // One super-step of weights in flight per warp (depth 1, 84 registers):
-    // more resident warps beat a deeper register ring. Measured on gpt-oss-120b
-    // (layer us, depth 1 / 2 / 3): T = 1 46.6 / 51.2 / 52.6, T = 8 200.4 / 210.0,
-    // T = 64 737.9 / 765.1 (docs/performance.md, v11).
+    // One super-step of weights in flight per warp (depth 1): the registers of
+    // a deeper ring cost resident warps, and resident warps hide this loop's
+    // dequantize -> MMA chains. Measured on gpt-oss-120b (layer us, depth 1 / 2
+    // / 3, v11 kernel): T = 1 46.6 / 51.2 / 52.6, T = 8 200.4 / 210.0, T = 64
+    // 737.9 / 765.1 (docs/benchmarks/data/sweeps/2026-11-29-decode-v11-T*.log).
     c.kernel = GemmKernel::mxfp4_decode;
     c.nt = avg <= 4 ? 1 : 2;
     c.depth = 1;

@@ -46,7 +46,7 @@ struct GemmConfig {
 // wgmma configuration.
 struct GemmTune {
   bool decode = true;  // decode (mxfp4_decode) or prefill (mxfp4_wgmma)
-  std::string field;   // wn, kw, mw, nt, depth, ctas, stages or wg
+  std::string field;   // decode: wn, kw, mw, nt, depth or ctas; prefill: wg, stages or depth
   int value = 0;       // 1..16
 };
 // Parses comma-separated items. Throws InvalidArgument naming the first bad item.

@@ -100,7 +100,7 @@ TEST_CASE("grouped GEMM config: MOEJIT_GEMM_TUNE items parse, bad ones are named
   CHECK(t[1].field == "stages");
   CHECK(t[2].value == 1);
   for (const char* bad : {"decode.kw", "decode.kw=0", "decode.kw=17", "decode.kw=2x", "both.kw=2", "decode.tile=2",
-                          "decode.kw=2,", "kw=2"})
+                          "decode.kw=2,", "kw=2", "decode.stages=4", "decode.wg=2", "prefill.kw=2", "prefill.ctas=6"})
     CHECK_THROWS_WITH(ops::parse_gemm_tune(bad), Catch::Contains("MOEJIT_GEMM_TUNE item"));
   CHECK_THROWS_WITH(ops::parse_gemm_tune("decode.kw=2,prefill.depth=x"), Catch::Contains("'prefill.depth=x'"));
 }
