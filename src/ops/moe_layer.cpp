@@ -134,19 +134,24 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
   v.route_row = a.workspace + l.route_row;
   for (int g = 0; g < 2; ++g)
     for (int i = 0; i < 4; ++i) v.tiles[g][i] = a.workspace + l.tiles[g][i];
-  // Both GEMMs on the same m-tile height (decode: 8 or 16 rows; prefill: the
-  // same wgmma tile) share one tile list: the routing kernel builds it once.
-  if (a.num_tokens > 0) {
-    const std::uint32_t bucket = round_up_tokens(a.num_tokens);
-    if (tile_bm(OpKind::gate_up, bucket) == tile_bm(OpKind::down, bucket))
-      for (int i = 0; i < 4; ++i) v.tiles[1][i] = v.tiles[0][i];
-  }
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
-  if (a.num_tokens > 0 && !ops::is_fp8(quant_)) {
-    const SpecKey down = ops::gemm_key(OpKind::down, shape_, quant_, round_up_tokens(a.num_tokens), target_);
-    v.y_dtype = down.out_dtype;
-    v.y_splits = static_cast<std::uint32_t>(ops::choose_config(down).splits);
+  if (a.num_tokens > 0) {
+    const std::uint32_t bucket = round_up_tokens(a.num_tokens);
+    int down_bm;
+    if (!ops::is_fp8(quant_)) {
+      const SpecKey down = ops::gemm_key(OpKind::down, shape_, quant_, bucket, target_);
+      const ops::GemmConfig c = ops::choose_config(down);
+      v.y_dtype = down.out_dtype;
+      v.y_splits = static_cast<std::uint32_t>(c.splits);
+      down_bm = c.bm();
+    } else {
+      down_bm = tile_bm(OpKind::down, bucket);
+    }
+    // Both GEMMs on the same m-tile height (decode: 8 or 16 rows; prefill: the
+    // same wgmma tile) share one tile list: the routing kernel builds it once.
+    if (tile_bm(OpKind::gate_up, bucket) == down_bm)
+      for (int i = 0; i < 4; ++i) v.tiles[1][i] = v.tiles[0][i];
   }
   v.y_split_stride = static_cast<std::size_t>(a.num_tokens) * shape_.top_k * shape_.hidden;
   if (ops::is_fp8(quant_)) {
