@@ -5,6 +5,13 @@
 // ---- Tunable parameters -------------------------------------------------------
 //   THREADS : CTA size (template argument; 1024 by default). Shared memory:
 //             4 ints per expert (counts, offsets, tile bases, cursors).
+//   STAGED  : routes staged in shared memory (R_CAP = the bucket's routes, 8 bytes
+//             each after the expert arrays): topk_ids are read from global memory
+//             once, and the expert-sorted order is built in shared memory and
+//             written out with coalesced stores. Why: one SM scattering one 4-byte
+//             store per route costs one L2 transaction each (16K at gpt-oss T = 4096).
+//             false: scatter straight to global memory (buckets whose staging
+//             would not fit; ops::route_staged_routes).
 //
 // Outputs (all int32, device memory):
 //   expert_offsets [E + 1]    first sorted row of each expert; [E] = total rows
@@ -57,7 +64,7 @@ __device__ __forceinline__ int warp0_exclusive_scan(const int* v, int* out, int 
   return carry;
 }
 
-template <int THREADS>
+template <int THREADS, bool STAGED>
 __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p) {
   extern __shared__ int sh[];
   const int E = p.num_experts;
@@ -65,6 +72,8 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   int* offset = sh + E;
   int* tile_base = sh + 2 * E;
   int* cursor = sh + 3 * E;
+  int* topk_sh = sh + 4 * E;                // STAGED: [num_routes] expert of each route
+  int* sorted_sh = topk_sh + p.num_routes;  // STAGED: [num_routes] route at each sorted row
   __shared__ int total_rows;
   __shared__ int total_tiles[2];
   const int tid = threadIdx.x;
@@ -75,6 +84,7 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   __syncthreads();
   for (int i = tid; i < p.num_routes; i += THREADS) {
     const int e = p.topk_ids[i];
+    if (STAGED) topk_sh[i] = e;
     if (e >= 0 && e < E) atomicAdd(&count[e], 1);
   }
   __syncthreads();
@@ -138,14 +148,21 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   }
   __syncthreads();
   for (int i = tid; i < p.num_routes; i += THREADS) {
-    const int e = p.topk_ids[i];
+    const int e = STAGED ? topk_sh[i] : p.topk_ids[i];
     if (e >= 0 && e < E) {
       const int pos = atomicAdd(&cursor[e], 1);
-      p.sorted_route[pos] = i;
+      if (STAGED)
+        sorted_sh[pos] = i;
+      else
+        p.sorted_route[pos] = i;
       p.route_row[i] = pos;
     } else {
       p.route_row[i] = -1;
     }
+  }
+  if (STAGED) {
+    __syncthreads();
+    for (int j = tid; j < total_rows; j += THREADS) p.sorted_route[j] = sorted_sh[j];
   }
 }
 

@@ -84,13 +84,15 @@ KernelSource generate_route(const SpecKey& key) {
   if (key.n == 0 || key.n > ops::kRouteMaxExperts)
     throw InvalidArgument("key field n (experts)=" + std::to_string(key.n) + ": must be in [1, " +
                           std::to_string(ops::kRouteMaxExperts) + "]");
-  const std::uint32_t threads = ops::route_threads(std::uint64_t(key.token_bucket) * key.k);
+  const std::uint64_t routes = std::uint64_t(key.token_bucket) * key.k;
+  const std::uint32_t threads = ops::route_threads(routes);
   KernelSource ks;
   ks.source = unit("moe_routing.cuh");
-  ks.name_expression = "moejit::moe_route_kernel<" + std::to_string(threads) + ">";
+  ks.name_expression = "moejit::moe_route_kernel<" + std::to_string(threads) + ", " +
+                       (ops::route_staged(key.n, routes) ? "true" : "false") + ">";
   ks.launch.block_threads = threads;
-  ks.launch.dynamic_smem_bytes = ops::route_smem_bytes(key.n);
-  ks.config_text = "threads=" + std::to_string(threads);
+  ks.launch.dynamic_smem_bytes = ops::route_smem_bytes(key.n, routes);
+  ks.config_text = "threads=" + std::to_string(threads) + " staged=" + (ops::route_staged(key.n, routes) ? "1" : "0");
   return ks;
 }
 
