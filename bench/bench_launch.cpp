@@ -112,8 +112,10 @@ int main(int argc, char** argv) {
       p.out_row_stride = s.hidden;
       p.hidden = static_cast<int>(s.hidden);
       p.top_k = static_cast<int>(s.top_k);
+      p.num_tokens = static_cast<int>(T);
     };
-    const unsigned gy = (s.hidden + 4 * ops::kCombineThreads - 1) / (4 * ops::kCombineThreads);
+    const unsigned gx = static_cast<unsigned>(
+        ops::combine_ctas(T, s.hidden, ops::combine_cols(ckey.n, ckey.out_dtype == DType::bf16)));
     CombineParamsArg fixed{};
     pack(fixed);
     void* fixed_args[] = {&fixed};
@@ -135,7 +137,7 @@ int main(int argc, char** argv) {
                       g_sink = g_sink + reinterpret_cast<std::uintptr_t>(rt.get(ckey).function);
                     }, false)});
     rows.push_back({"cuLaunchKernel alone (combine)", median_ns(batches, batch, [&] {
-                      MOEJIT_CU_CHECK(cu.cuLaunchKernel(kref.function, T, gy, 1, kref.launch.block_threads, 1, 1,
+                      MOEJIT_CU_CHECK(cu.cuLaunchKernel(kref.function, gx, 1, 1, kref.launch.block_threads, 1, 1,
                                                         kref.launch.dynamic_smem_bytes, nullptr, fixed_args, nullptr));
                     }, true)});
     rows.push_back({"key+get+pack+cuLaunchKernel", median_ns(batches, batch, [&] {
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
                       CombineParamsArg p{};
                       pack(p);
                       void* args[] = {&p};
-                      MOEJIT_CU_CHECK(cu.cuLaunchKernel(r.function, T, gy, 1, r.launch.block_threads, 1, 1,
+                      MOEJIT_CU_CHECK(cu.cuLaunchKernel(r.function, gx, 1, 1, r.launch.block_threads, 1, 1,
                                                         r.launch.dynamic_smem_bytes, nullptr, args, nullptr));
                     }, true)});
     rows.push_back({"MoeLayer::combine (library call)", median_ns(batches, batch, [&] { layer.combine(a, nullptr); }, true)});

@@ -104,13 +104,17 @@ KernelSource generate_combine(const SpecKey& key) {
     throw InvalidArgument("key field out=" + std::string(to_string(key.out_dtype)) +
                           ": the combine reads f32 or bf16 Y (the down key's out dtype)");
   const bool y_bf16 = key.out_dtype == DType::bf16;
+  const std::uint32_t cols = ops::combine_cols(key.n, y_bf16);  // MoeLayer::combine sizes the grid with the same
+  const std::uint32_t in_flight = ops::combine_in_flight(key.k);  // key.k: top_k
   KernelSource ks;
   ks.source = unit("moe_combine.cuh");
   ks.name_expression = "moejit::moe_combine_kernel<" + std::to_string(ops::kCombineThreads) + ", " +
+                       std::to_string(cols) + ", " + std::to_string(in_flight) + ", " +
                        (y_bf16 ? "true" : "false") + ">";
   ks.launch.block_threads = ops::kCombineThreads;
   ks.launch.dynamic_smem_bytes = 0;
-  ks.config_text = "threads=" + std::to_string(ops::kCombineThreads) + " y=" + (y_bf16 ? "bf16" : "f32");
+  ks.config_text = "threads=" + std::to_string(ops::kCombineThreads) + " cols=" + std::to_string(cols) +
+                   " in_flight=" + std::to_string(in_flight) + " y=" + (y_bf16 ? "bf16" : "f32");
   return ks;
 }
 

@@ -40,6 +40,7 @@ struct CombineParamsArg {
   void* out;
   std::int64_t out_row_stride;
   int hidden, top_k;
+  int num_tokens;
 };
 
 }  // namespace moejit::ops

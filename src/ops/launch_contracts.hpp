@@ -19,6 +19,31 @@ inline constexpr bool route_staged(std::uint32_t experts, std::uint64_t routes) 
 inline constexpr std::uint32_t route_smem_bytes(std::uint32_t experts, std::uint64_t routes) {
   return 4 * 4 * experts + (route_staged(experts, routes) ? static_cast<std::uint32_t>(8 * routes) : 0u);
 }
+
+// Combine (kernels/moe_combine.cuh): one thread per (token, combine_cols(...)
+// columns), the grid flat over T * hidden / cols such units. Why cols is 8 only
+// for bf16 Y with hidden % 8 == 0: that is one 16-byte load per Y row; other
+// bf16 shapes keep 4 columns (8-byte loads), and f32 Y keeps 4 (one 16-byte
+// load; the kernel's tunable block says why not 2 x 16 B). The codegen passes
+// (key.n, key.out_dtype == bf16), the layer (hidden, Y dtype): the same values.
 inline constexpr std::uint32_t kCombineThreads = 256;
+// Y rows a thread loads before it sums any: top_k (one window per token when
+// Y has no split-K partials), at most kCombineMaxInFlight. Why from top_k: a
+// fixed 8 kept registers for 4 idle slots at top_k 4 (74 registers, 3 CTAs of
+// 256 per SM, against 48 and 5).
+inline constexpr std::uint32_t kCombineMaxInFlight = 8;
+inline constexpr std::uint32_t combine_in_flight(std::uint32_t top_k) {
+  return top_k < 1 ? 1 : top_k < kCombineMaxInFlight ? top_k : kCombineMaxInFlight;
+}
+inline constexpr std::uint32_t combine_cols(std::uint64_t hidden, bool y_bf16) {
+  return y_bf16 && hidden % 8 == 0 ? 8 : 4;
+}
+inline constexpr std::uint64_t combine_ctas(std::uint64_t tokens, std::uint64_t hidden, std::uint32_t cols) {
+  return (tokens * (hidden / cols) + kCombineThreads - 1) / kCombineThreads;
+}
+// The kernel indexes units in 32 bits: the grid's threads must fit.
+inline constexpr bool combine_fits(std::uint64_t tokens, std::uint64_t hidden, std::uint32_t cols) {
+  return combine_ctas(tokens, hidden, cols) * kCombineThreads <= (std::uint64_t(1) << 32);
+}
 
 }  // namespace moejit::ops

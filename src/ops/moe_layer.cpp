@@ -339,7 +339,15 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
   if (a.num_tokens == 0) return;
   const std::uint32_t bucket = round_up_tokens(a.num_tokens);
   const MoeWorkspaceView v = workspace_view(a);
-  const KernelRef k = runtime_.get(ops::combine_key(shape_, v.y_dtype, bucket, target_));
+  const SpecKey key = ops::combine_key(shape_, v.y_dtype, bucket, target_);
+  // Columns per thread as the codegen derives them from the key (8: 16-byte
+  // loads of bf16 Y, which need hidden % 8 == 0 and 16-byte aligned Y rows: Y
+  // is 256-byte aligned and its row stride is hidden, a multiple of 32 here).
+  const std::uint32_t cols = ops::combine_cols(key.n, key.out_dtype == DType::bf16);
+  if (!ops::combine_fits(a.num_tokens, shape_.hidden, cols))
+    throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) + ": num_tokens * hidden / " +
+                          std::to_string(cols) + " (the combine's threads) must not exceed 2^32");
+  const KernelRef k = runtime_.get(key);
   CombineParamsArg p{};
   p.y = ptr<const void>(v.y);
   p.y_row_stride = shape_.hidden;
@@ -350,7 +358,8 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
   p.out_row_stride = a.out_row_stride ? a.out_row_stride : shape_.hidden;
   p.hidden = static_cast<int>(shape_.hidden);
   p.top_k = static_cast<int>(shape_.top_k);
-  launch(k, a.num_tokens, ceil_div(shape_.hidden, 4 * ops::kCombineThreads), &p, stream);
+  p.num_tokens = static_cast<int>(a.num_tokens);
+  launch(k, static_cast<unsigned>(ops::combine_ctas(a.num_tokens, shape_.hidden, cols)), 1, &p, stream);
 }
 
 void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {

@@ -1,7 +1,7 @@
 // Every embedded kernel source is used by a kernel family, and every bf16 /
 // MXFP4 grouped GEMM variant the heuristic can pick for the real model shapes
-// (down with bf16 Y, and with f32 Y where it splits K) and both combine
-// variants compile with NVRTC for sm_90a without spills.
+// (down with bf16 Y, and with f32 Y where it splits K) and every combine
+// variant compile with NVRTC for sm_90a without spills.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -86,14 +86,34 @@ TEST_CASE("kernel sources: every bf16/MXFP4 grouped GEMM variant compiles for sm
   }
 }
 
-TEST_CASE("kernel sources: both combine variants (f32 and bf16 Y) compile for sm_90a without spills",
-          "[codegen][nvrtc]") {
+TEST_CASE("kernel sources: every combine variant (f32 Y; bf16 Y with 8 and 4 columns; each top_k window) "
+          "compiles for sm_90a without spills",
+          "[codegen][nvrtc][combine]") {
   if (!driver::nvrtc_available()) {
     WARN("skipped: libnvrtc not found");
     return;
   }
-  for (DType y : {DType::f32, DType::bf16}) {
-    const SpecKey key = ops::combine_key(kShapes[0], y, 4096, Target{});
+  // Every shape's combine for both Y dtypes (top_k 4, 8 and 2: windows of 4, 8
+  // and 2 rows), and hidden 2884 (% 8 = 4): the 4-column bf16 variant the codegen
+  // keeps for keys the layer itself never builds (it requires hidden % 32 == 0).
+  MoeLayerShape odd = kShapes[0];
+  odd.hidden = 2884;
+  std::map<std::string, SpecKey> variants;
+  for (const auto& s : kShapes)
+    for (DType y : {DType::f32, DType::bf16}) {
+      const SpecKey key = ops::combine_key(s, y, 4096, Target{});
+      variants.emplace(codegen::generate(key).name_expression, key);
+    }
+  const SpecKey odd_key = ops::combine_key(odd, DType::bf16, 4096, Target{});
+  variants.emplace(codegen::generate(odd_key).name_expression, odd_key);
+  std::set<std::string> names;
+  for (const auto& [name, key] : variants) names.insert(name);
+  CHECK(names == std::set<std::string>{
+                     "moejit::moe_combine_kernel<256, 4, 2, false>", "moejit::moe_combine_kernel<256, 4, 4, false>",
+                     "moejit::moe_combine_kernel<256, 4, 8, false>", "moejit::moe_combine_kernel<256, 8, 2, true>",
+                     "moejit::moe_combine_kernel<256, 8, 4, true>", "moejit::moe_combine_kernel<256, 8, 8, true>",
+                     "moejit::moe_combine_kernel<256, 4, 4, true>"});
+  for (const auto& [name, key] : variants) {
     const auto ks = codegen::generate(key);
     const auto out = compiler::compile(ks, Target{90, true}, key.to_text());
     INFO(key.to_text() << "\n" << ks.name_expression << "\n" << out.log);
