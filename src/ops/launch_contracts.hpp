@@ -9,15 +9,20 @@ namespace moejit::ops {
 // step routes a handful of tokens; 256 threads finish sooner below ~1k routes.
 inline constexpr std::uint32_t route_threads(std::uint64_t routes) { return routes <= 1024 ? 256 : 1024; }
 inline constexpr std::uint32_t kRouteMaxExperts = 4096;  // 4 ints each in shared memory
-// The routing kernel stages the routes in shared memory (STAGED, 8 bytes per
-// route of the bucket after the 16 bytes per expert; kernels/moe_routing.cuh)
-// when both fit in 200 KB; larger buckets scatter to global memory.
+// The 1024-thread routing kernel stages up to kRouteStagedRoutes routes in
+// shared memory (STAGED, 8 bytes each after the 16 bytes per expert;
+// kernels/moe_routing.cuh) when that fits; larger buckets scatter to global
+// memory. Why a fixed capacity rather than the bucket's routes: the shared
+// memory size is part of the kernel's launch contract and cache address, so a
+// per-bucket size would compile one routing kernel per bucket.
+inline constexpr std::uint64_t kRouteStagedRoutes = 24576;
 inline constexpr bool route_staged(std::uint32_t experts, std::uint64_t routes) {
-  return 16ull * experts + 8ull * routes <= 200ull * 1024ull;
+  return route_threads(routes) == 1024 && routes <= kRouteStagedRoutes &&
+         16ull * experts + 8ull * kRouteStagedRoutes <= 220ull * 1024ull;
 }
 // routes: the bucket's routes (token bucket * top_k).
 inline constexpr std::uint32_t route_smem_bytes(std::uint32_t experts, std::uint64_t routes) {
-  return 4 * 4 * experts + (route_staged(experts, routes) ? static_cast<std::uint32_t>(8 * routes) : 0u);
+  return 4 * 4 * experts + (route_staged(experts, routes) ? static_cast<std::uint32_t>(8 * kRouteStagedRoutes) : 0u);
 }
 
 // Combine (kernels/moe_combine.cuh): one thread per (token, combine_cols(...)

@@ -24,6 +24,10 @@ Hash128 source_hash(const SpecKey& key, const codegen::KernelSource& src) {
   append_field(blob, src.name_expression);
   for (const std::string& opt : src.options) append_field(blob, opt);
   append_field(blob, to_string(key.target));
+  // The launch contract is part of the cache's content address too: keys whose
+  // sources agree but whose shared memory differs (the routing kernel for two
+  // expert counts) are two cache entries, so two groups.
+  append_field(blob, std::to_string(src.launch.block_threads) + "x" + std::to_string(src.launch.dynamic_smem_bytes));
   const XXH128_hash_t h = XXH3_128bits(blob.data(), blob.size());
   return Hash128{h.low64, h.high64};
 }

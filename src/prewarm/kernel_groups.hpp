@@ -21,7 +21,7 @@ struct Grouping {
 };
 
 // Runs codegen::generate() on every key (no compile, no NVRTC) and groups keys
-// with byte-identical generated sources, NVRTC options and target. Within one
+// with byte-identical generated sources, NVRTC options, target and launch contract. Within one
 // NVRTC version that is exactly the cache's content address. A key that
 // generate() rejects gets a group of its own (the runtime, which may have its
 // own generator, decides). Never throws for a key.
