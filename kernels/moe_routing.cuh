@@ -5,8 +5,8 @@
 // ---- Tunable parameters -------------------------------------------------------
 //   THREADS : CTA size (template argument; 1024 by default). Shared memory:
 //             4 ints per expert (counts, offsets, tile bases, cursors).
-//   STAGED  : routes staged in shared memory (R_CAP = the bucket's routes, 8 bytes
-//             each after the expert arrays): topk_ids are read from global memory
+//   STAGED  : routes staged in shared memory (8 bytes each after the expert
+//             arrays; capacity ops::kRouteStagedRoutes): topk_ids are read from global memory
 //             once, and the expert-sorted order is built in shared memory and
 //             written out with coalesced stores. Why: one SM scattering one 4-byte
 //             store per route costs one L2 transaction each (16K at gpt-oss T = 4096).
