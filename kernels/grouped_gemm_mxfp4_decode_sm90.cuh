@@ -78,7 +78,6 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
   // memory: the bits do not depend on KW, so buckets whose configurations
   // differ only in the K split give identical results (padding invariance).
   const int S = (K + kSuper - 1) / kSuper;
-  const int S_full = K / kSuper;  // super-steps wholly inside K
   const int KSEG = S < 4 ? S : 4;
   const int seg_begin = KSEG * wk / KW, seg_end = KSEG * (wk + 1) / KW;
   const int s_begin = (int)(((i64)S * seg_begin) / KSEG);
@@ -142,17 +141,11 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
           }
         }
   };
-  // One super-step. FAST: the step lies inside K, and every E8M0 byte of the warp's step is <= 128, so one
+  // One super-step. FAST: every E8M0 byte of the warp's step is <= 128, so one
   // bf16x2 multiply per pair applies the whole scale; otherwise the second
   // factor (e8m0_to_e2m1_factors) follows where needed. The two copies give
   // identical bits wherever both apply (2^(s-1) is the same first factor).
-  // FAST also means the whole super-step lies inside K (no k predicate, no
-  // zero fill). The activation addresses are one base per step plus immediate
-  // offsets (was a 64-bit address rebuilt per load: ~6 instructions each).
   auto compute = [&](const u32 (&wb)[MW][2][2][4], const u32 (&sb)[MW][2][2], int s, bool fast) {
-    const u16* xs[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) xs[nt] = x_row[nt] + (u32)s * kSuper;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const u32 k = (u32)s * kSuper + k_lane + 128u * c;
@@ -184,13 +177,8 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           // Past K the weights are zero; the activations must be too (0 * Inf).
-          u32 x[4], b[4];
-          if (fast) {
-            ldg_v4(xs[nt] + (128u * c + 8u * j), x);
-          } else {
-            x[0] = x[1] = x[2] = x[3] = 0u;
-            if (k_ok) ldg_v4(xs[nt] + (128u * c + 8u * j), x);
-          }
+          u32 x[4] = {0u, 0u, 0u, 0u}, b[4];
+          if (k_ok) ldg_v4(x_row[nt] + ((u32)s * kSuper + 128u * c + 8u * j), x);
           x_pairs(x, b);
 #pragma unroll
           for (int mw = 0; mw < MW; ++mw) mma_word(acc[c][mw][nt], a[mw][0], a[mw][1], b);
@@ -227,7 +215,7 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
       if (s + d < s_end) {
-        if (s + d + 1 <= S_full && step_is_fast(sbuf[d]))
+        if (step_is_fast(sbuf[d]))
           compute(wbuf[d], sbuf[d], s + d, true);
         else
           compute(wbuf[d], sbuf[d], s + d, false);
