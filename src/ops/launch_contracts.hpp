@@ -5,12 +5,9 @@
 
 namespace moejit::ops {
 
-// Why three sizes: a 1024-thread CTA pays for its barriers even when a decode
-// step routes a handful of tokens; 256 threads finish sooner below ~1k routes,
-// and one warp (its barriers are one warp's) at up to 32 routes.
-inline constexpr std::uint32_t route_threads(std::uint64_t routes) {
-  return routes <= 32 ? 32 : routes <= 1024 ? 256 : 1024;
-}
+// Why two sizes: a 1024-thread CTA pays for its barriers even when a decode
+// step routes a handful of tokens; 256 threads finish sooner below ~1k routes.
+inline constexpr std::uint32_t route_threads(std::uint64_t routes) { return routes <= 1024 ? 256 : 1024; }
 inline constexpr std::uint32_t kRouteMaxExperts = 4096;  // 4 ints each in shared memory
 // The 1024-thread routing kernel stages up to kRouteStagedRoutes routes in
 // shared memory (STAGED, 8 bytes each after the 16 bytes per expert;
