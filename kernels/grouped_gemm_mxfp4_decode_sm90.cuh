@@ -211,6 +211,32 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
     x_row[nt] = p.a + src * p.a_row_stride + 32 * q;
   }
 
+  // One n8 token tile (PREFETCH): the epilogue's operands (bias of the
+  // thread's two fragment rows, router weights of its two token columns) are
+  // loaded now, so their latency hides under the weight loop instead of
+  // trailing it: the CTA's life at small T is a chain of memory round trips
+  // (tile fields, each super-step's weights, then these), not its few
+  // super-steps of arithmetic. Two token tiles keep the loads in the epilogue:
+  // prefetched, they cost ~25 registers (152 -> 177) and a resident CTA.
+  constexpr bool PREFETCH = NT == 1;
+  float bias2[MW][2], gamma2[NT][2];
+  if (PREFETCH) {
+#pragma unroll
+    for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        bias2[mw][half] = BIAS != kBiasNone && grp_ok[mw]
+                              ? bias_at<BIAS, ACT>(p.bias, expert, group_row<ACT>(n_warp + mw * 16, g + 8 * half), N)
+                              : 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int r = row_begin + nt * 8 + 2 * q + t;
+        gamma2[nt][t] = ROUTER_WEIGHT && r < row_end ? p.gamma[p.sorted_route[r]] : 1.f;
+      }
+  }
+
   for (int s = s_begin; s < s_end; s += DEPTH) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
@@ -226,9 +252,10 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
   }
 
   // Epilogue: unit u = (mw, nt) of warp column wn is finished by warp row u % KW,
-  // after adding the segments' sums in segment order. The tile is re-read here
-  // rather than kept live across the loop (ptxas spilled it otherwise).
-  {
+  // after adding the segments' sums in segment order. Without PREFETCH the
+  // tile is re-read here rather than kept live across the loop (ptxas spilled
+  // it otherwise) and swapab_epilogue loads the bias and router weights.
+  if (!PREFETCH) {
     const volatile int* te = p.tile_expert;
     const volatile int* tb = p.tile_row_begin;
     const volatile int* tn = p.tile_row_end;
@@ -236,6 +263,14 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
     row_begin = tb[tile];
     row_end = tn[tile];
   }
+  auto finish = [&](int mw, int nt, const float (&v)[4]) {
+    if (PREFETCH)
+      swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, n_warp + mw * 16, row_begin + nt * 8, row_end, v, bias2[mw],
+                                                 gamma2[nt], g, q);
+    else
+      swapab_epilogue<ACT, BIAS, ROUTER_WEIGHT, OUT_F32>(p, expert, n_warp + mw * 16, row_begin + nt * 8, row_end, v,
+                                                         g, q);
+  };
   if (KW > 1) {
     __syncthreads();
 #pragma unroll
@@ -250,18 +285,14 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
         for (int sg = 1; sg < KSEG; ++sg)
 #pragma unroll
           for (int c = 0; c < 4; ++c) v[c] += red[(((sg * WN + wn) * kUnits + u) * 4 + c) * 32 + lane];
-        if (grp_ok[mw])
-          swapab_epilogue<ACT, BIAS, ROUTER_WEIGHT, OUT_F32>(p, expert, n_warp + mw * 16, row_begin + nt * 8,
-                                                             row_end, v, g, q);
+        if (grp_ok[mw]) finish(mw, nt, v);
       }
   } else {
 #pragma unroll
     for (int mw = 0; mw < MW; ++mw)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
-        if (grp_ok[mw])
-          swapab_epilogue<ACT, BIAS, ROUTER_WEIGHT, OUT_F32>(p, expert, n_warp + mw * 16, row_begin + nt * 8,
-                                                             row_end, total[mw][nt], g, q);
+        if (grp_ok[mw]) finish(mw, nt, total[mw][nt]);
   }
 }
 

@@ -86,40 +86,62 @@ __device__ __forceinline__ int group_row(int L0, int fr) {
   return L0 + 2 * (fr & 7) + (fr >> 3);
 }
 
-// Epilogue of one 16-row group and one n8 token tile. v: the thread's four
-// accumulators (v0, v1: fragment row g, tokens 2q, 2q+1; v2, v3: row g+8).
-// rows: first sorted row of the token tile; row_end: end of the expert's rows.
-template <int ACT, int BIAS, bool ROUTER_WEIGHT, bool OUT_F32>
-__device__ __forceinline__ void swapab_epilogue(const GroupedGemmParams& p, int expert, int L0, int rows,
-                                                int row_end, const float (&v)[4], int g, int q) {
-  const int N = p.n;
+// Epilogue of one 16-row group and one n8 token tile, given the bias of the
+// thread's two fragment rows (g: bias2[0], g + 8: bias2[1]; for gated
+// activations the gate and up columns of output column L0/2 + g) and the router
+// weights of its two token columns (rows + 2q + t: gamma2[t], 1 without).
+// v: the thread's four accumulators (v0, v1: fragment row g, tokens 2q, 2q+1;
+// v2, v3: row g+8). rows: first sorted row of the token tile; row_end: end of
+// the expert's rows.
+template <int ACT, int BIAS, bool OUT_F32>
+__device__ __forceinline__ void swapab_epilogue_values(const GroupedGemmParams& p, int L0, int rows, int row_end,
+                                                       const float (&v)[4], const float (&bias2)[2],
+                                                       const float (&gamma2)[2], int g, int q) {
 #pragma unroll
   for (int t = 0; t < 2; ++t) {
     const int r = rows + 2 * q + t;
     if (r >= row_end) continue;
-    const float gamma = ROUTER_WEIGHT ? p.gamma[p.sorted_route[r]] : 1.f;
     if (ACT == kActNone) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int n = L0 + g + 8 * half;
         float val = v[2 * half + t];
-        if (BIAS != kBiasNone) val += bias_at<BIAS, ACT>(p.bias, expert, n, N);
+        if (BIAS != kBiasNone) val += bias2[half];
         if (OUT_F32)
-          ((float*)p.out)[(i64)r * p.out_row_stride + n] = val * gamma;
+          ((float*)p.out)[(i64)r * p.out_row_stride + n] = val * gamma2[t];
         else
-          ((u16*)p.out)[(i64)r * p.out_row_stride + n] = f32_to_bf16_bits(val * gamma);
+          ((u16*)p.out)[(i64)r * p.out_row_stride + n] = f32_to_bf16_bits(val * gamma2[t]);
       }
     } else {
       const int n = L0 + 2 * g;  // gate; n + 1 is up
       float gate = v[t], up = v[2 + t];
       if (BIAS != kBiasNone) {
-        gate += bias_at<BIAS, ACT>(p.bias, expert, n, N);
-        up += bias_at<BIAS, ACT>(p.bias, expert, n + 1, N);
+        gate += bias2[0];
+        up += bias2[1];
       }
       const float h = gated_act<ACT>(gate, up, p.act_alpha, p.act_limit);
-      ((u16*)p.out)[(i64)r * p.out_row_stride + (n >> 1)] = f32_to_bf16_bits(h * gamma);
+      ((u16*)p.out)[(i64)r * p.out_row_stride + (n >> 1)] = f32_to_bf16_bits(h * gamma2[t]);
     }
   }
+}
+
+// The same, loading the bias of expert `expert` and the router weights itself.
+template <int ACT, int BIAS, bool ROUTER_WEIGHT, bool OUT_F32>
+__device__ __forceinline__ void swapab_epilogue(const GroupedGemmParams& p, int expert, int L0, int rows,
+                                                int row_end, const float (&v)[4], int g, int q) {
+  float bias2[2] = {0.f, 0.f}, gamma2[2] = {1.f, 1.f};
+  if (BIAS != kBiasNone) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) bias2[half] = bias_at<BIAS, ACT>(p.bias, expert, group_row<ACT>(L0, g + 8 * half), p.n);
+  }
+  if (ROUTER_WEIGHT) {
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int r = rows + 2 * q + t;
+      if (r < row_end) gamma2[t] = p.gamma[p.sorted_route[r]];
+    }
+  }
+  swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, L0, rows, row_end, v, bias2, gamma2, g, q);
 }
 
 }  // namespace moejit
