@@ -22,6 +22,9 @@
 //   NT     : n8 token tiles per m-tile (BM = 8 * NT routed rows of one expert)
 //   DEPTH  : super-steps of weights in flight per warp (registers: 20 * MW per step)
 //   CTAS   : resident CTAs per SM asked of ptxas (caps registers at 64K / (CTAS * threads))
+//   (derived) PREFETCH = NT == 1: the epilogue's bias and router weights are
+//            loaded before the weight loop (two token tiles: in the epilogue,
+//            ~25 registers fewer)
 //   Super-step: 256 k; lane q owns the 32-k chunks [32q, 32q + 32) and
 //            [128 + 32q, 160 + 32q) of it, so the four lanes of a row read 64
 //            contiguous bytes per load (whole 32-byte sectors; interleaved

@@ -3,15 +3,17 @@
 // capturable in a CUDA graph.
 //
 // ---- Tunable parameters -------------------------------------------------------
-//   THREADS : CTA size (template argument; 1024 by default). Shared memory:
-//             4 ints per expert (counts, offsets, tile bases, cursors).
-//   STAGED  : routes staged in shared memory (8 bytes each after the expert
-//             arrays; capacity ops::kRouteStagedRoutes): topk_ids are read from global memory
+//   THREADS : CTA size (template argument: 256 up to 1024 routes, else 1024;
+//             ops::route_threads).
+//   STAGED  : routes staged in shared memory: topk_ids are read from global memory
 //             once, and the expert-sorted order is built in shared memory and
 //             written out with coalesced stores. Why: one SM scattering one 4-byte
 //             store per route costs one L2 transaction each (16K at gpt-oss T = 4096).
-//             false: scatter straight to global memory (buckets whose staging
-//             would not fit; ops::route_staged_routes).
+//             false: scatter straight to global memory (256-thread buckets, and
+//             buckets whose staging would not fit; ops::route_staged).
+// Shared memory (dynamic, ops::route_smem_bytes): 4 ints per expert (counts,
+// offsets, tile bases, cursors), then with STAGED 2 ints per route for up to
+// ops::kRouteStagedRoutes routes (the host checks num_routes against it).
 //
 // Outputs (all int32, device memory):
 //   expert_offsets [E + 1]    first sorted row of each expert; [E] = total rows

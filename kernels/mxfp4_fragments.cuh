@@ -132,7 +132,8 @@ __device__ __forceinline__ void swapab_epilogue(const GroupedGemmParams& p, int 
   float bias2[2] = {0.f, 0.f}, gamma2[2] = {1.f, 1.f};
   if (BIAS != kBiasNone) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) bias2[half] = bias_at<BIAS, ACT>(p.bias, expert, group_row<ACT>(L0, g + 8 * half), p.n);
+    for (int half = 0; half < 2; ++half)
+      bias2[half] = bias_at<BIAS, ACT>(p.bias, expert, group_row<ACT>(L0, g + 8 * half), p.n);
   }
   if (ROUTER_WEIGHT) {
 #pragma unroll

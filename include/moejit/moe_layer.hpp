@@ -76,7 +76,7 @@ struct MoeLayerArgs {
   std::int64_t x_row_stride = 0;  // 0 = D
   DevicePtr topk_ids = 0;         // int32 [T, top_k], contiguous; -1 drops a route (expert parallelism)
   DevicePtr topk_weights = 0;     // fp32 [T, top_k], contiguous (router weights gamma)
-  DevicePtr out = 0;              // bf16 [T, D], row stride out_row_stride elements (even)
+  DevicePtr out = 0;              // bf16 [T, D], 4-byte aligned, row stride out_row_stride elements (even)
   std::int64_t out_row_stride = 0;  // 0 = D
   DevicePtr workspace = 0;        // >= workspace_size(T) bytes, 256-byte aligned
   std::size_t workspace_bytes = 0;

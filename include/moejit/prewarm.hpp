@@ -63,8 +63,9 @@ struct PrewarmReport {
   std::string target;                // "sm_90a"
   std::size_t buckets = 0;           // |prewarm_set(max_num_tokens)|
   std::size_t keys = 0;              // distinct specialization keys
-  // Distinct generated kernels (source + NVRTC options + target: the content
-  // address within one NVRTC version); a key the code generator rejects counts as one.
+  // Distinct generated kernels (source + NVRTC options + target + launch
+  // contract: the content address within one NVRTC version); a key the code
+  // generator rejects counts as one.
   std::size_t distinct_kernels = 0;
   std::size_t compiled = 0;          // compiled by NVRTC in this run
   std::size_t disk_hits = 0;         // loaded from disk

@@ -86,13 +86,14 @@ KernelSource generate_route(const SpecKey& key) {
                           std::to_string(ops::kRouteMaxExperts) + "]");
   const std::uint64_t routes = std::uint64_t(key.token_bucket) * key.k;
   const std::uint32_t threads = ops::route_threads(routes);
+  const bool staged = ops::route_staged(key.n, routes);
   KernelSource ks;
   ks.source = unit("moe_routing.cuh");
   ks.name_expression = "moejit::moe_route_kernel<" + std::to_string(threads) + ", " +
-                       (ops::route_staged(key.n, routes) ? "true" : "false") + ">";
+                       (staged ? "true" : "false") + ">";
   ks.launch.block_threads = threads;
   ks.launch.dynamic_smem_bytes = ops::route_smem_bytes(key.n, routes);
-  ks.config_text = "threads=" + std::to_string(threads) + " staged=" + (ops::route_staged(key.n, routes) ? "1" : "0");
+  ks.config_text = "threads=" + std::to_string(threads) + " staged=" + (staged ? "1" : "0");
   return ks;
 }
 

@@ -174,7 +174,12 @@ void MoeLayer::check_args(const MoeLayerArgs& a) const {
   if (!a.topk_ids) bad("topk_ids", a.topk_ids, "null");
   if (!a.topk_weights) bad("topk_weights", a.topk_weights, "null");
   if (!a.out) bad("out", a.out, "null");
+  if (a.out % 4) bad("out", a.out, "must be 4-byte aligned (the combine stores bf16 pairs)");
   if (a.x % 16) bad("x", a.x, "must be 16-byte aligned");
+  // The combine indexes its threads (num_tokens * hidden / cols, cols 4 or 8) in
+  // 32 bits; checked here with cols = 4 so run() refuses before any launch.
+  if (!ops::combine_fits(a.num_tokens, D, 4))
+    bad("num_tokens", a.num_tokens, "num_tokens * hidden / 4 must not exceed 2^32 (the combine's threads)");
   const std::int64_t xs = a.x_row_stride ? a.x_row_stride : std::int64_t(D);
   if (xs < std::int64_t(D) || xs % 8) bad("x_row_stride", xs, "must be >= hidden and a multiple of 8");
   const std::int64_t os = a.out_row_stride ? a.out_row_stride : std::int64_t(D);
@@ -196,6 +201,12 @@ void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
   p.topk_ids = ptr<const int>(a.topk_ids);
   p.num_routes = static_cast<int>(a.num_tokens * shape_.top_k);
   p.num_experts = static_cast<int>(shape_.experts);
+  // The staged kernel's shared memory holds kRouteStagedRoutes routes; the
+  // bucket's routes (>= num_routes) decide staging, so this cannot fire.
+  if (ops::route_staged(shape_.experts, std::uint64_t(bucket) * shape_.top_k) &&
+      std::uint64_t(p.num_routes) > ops::kRouteStagedRoutes)
+    throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
+                          ": more routes than the staged routing kernel holds (internal bucket error)");
   p.expert_offsets = ptr<int>(v.expert_offsets);
   p.sorted_route = ptr<int>(v.sorted_route);
   p.route_row = ptr<int>(v.route_row);
@@ -343,10 +354,7 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
   // Columns per thread as the codegen derives them from the key (8: 16-byte
   // loads of bf16 Y, which need hidden % 8 == 0 and 16-byte aligned Y rows: Y
   // is 256-byte aligned and its row stride is hidden, a multiple of 32 here).
-  const std::uint32_t cols = ops::combine_cols(key.n, key.out_dtype == DType::bf16);
-  if (!ops::combine_fits(a.num_tokens, shape_.hidden, cols))
-    throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) + ": num_tokens * hidden / " +
-                          std::to_string(cols) + " (the combine's threads) must not exceed 2^32");
+  const std::uint32_t cols = ops::combine_cols(key.n, key.out_dtype == DType::bf16);  // check_args: fits
   const KernelRef k = runtime_.get(key);
   CombineParamsArg p{};
   p.y = ptr<const void>(v.y);
