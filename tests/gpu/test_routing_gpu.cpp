@@ -1,0 +1,99 @@
+// The routing kernel alone against the CPU routing (tests/reference): every
+// output it writes, for each of its variants - 256 threads (<= 1024 routes),
+// 1024 threads staged in shared memory, and 1024 threads scattering to global
+// memory (more routes than the staging holds, or too many experts) - with
+// dropped routes. The layer tests check routing only through sampled tokens.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <vector>
+
+#include "driver/cuda_api.hpp"
+#include "gpu/gpu_runtime.hpp"
+#include "gpu/layer_fixture.hpp"
+#include "moejit/bucketing.hpp"
+#include "ops/grouped_gemm_config.hpp"
+#include "ops/launch_contracts.hpp"
+#include "ops/moe_keys.hpp"
+
+using namespace moejit;
+using namespace moejit::testing;
+
+namespace {
+
+std::vector<std::int32_t> download_i32(DevicePtr p, std::size_t n) {
+  std::vector<std::int32_t> v(n);
+  if (n) MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(v.data(), p, n * 4));
+  return v;
+}
+
+void check_routing(const char* what, const MoeLayerShape& s, std::uint32_t T, Routing routing, std::uint64_t seed) {
+  ref::TestRng rng(seed);
+  const auto in = LayerInputs::make(s, T, routing, rng);
+  MoeLayer layer(gpu_runtime(), s, QuantMode::w4a16_mxfp4);
+  LayerRun run(layer, in);  // workspace poisoned with 0xFF
+  layer.route(run.args, nullptr);
+  MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize());
+
+  const std::uint32_t E = s.experts, bucket = round_up_tokens(T);
+  const std::uint64_t R = std::uint64_t(T) * s.top_k;
+  const ref::Routing want = ref::route(in.ids.data(), T, s.top_k, E);
+  const MoeWorkspaceView v = layer.workspace_view(run.args);
+  const auto offsets = download_i32(v.expert_offsets, E + 1);
+  const auto sorted = download_i32(v.sorted_route, R);
+  const auto row_of = download_i32(v.route_row, R);
+  const std::uint64_t rows = want.rows();
+  std::printf("  %-44s T=%-5u E=%-4u routes=%-6llu rows=%-6llu threads=%u staged=%d\n", what, T, E,
+              static_cast<unsigned long long>(R), static_cast<unsigned long long>(rows),
+              ops::route_threads(std::uint64_t(bucket) * s.top_k),
+              int(ops::route_staged(E, std::uint64_t(bucket) * s.top_k)));
+
+  // Per-expert row ranges are exact; the order inside an expert is free.
+  for (std::uint32_t e = 0; e <= E; ++e) REQUIRE(std::uint64_t(offsets[e]) == want.expert_offsets[e]);
+  std::vector<char> seen(rows, 0);
+  for (std::uint64_t i = 0; i < R; ++i) {
+    const std::int32_t e = in.ids[i];
+    if (e < 0) {
+      REQUIRE(row_of[i] == -1);
+      continue;
+    }
+    const std::int64_t r = row_of[i];
+    REQUIRE(r >= std::int64_t(want.expert_offsets[e]));
+    REQUIRE(r < std::int64_t(want.expert_offsets[e + 1]));
+    REQUIRE(sorted[r] == std::int32_t(i));
+    REQUIRE(!seen[r]);
+    seen[r] = 1;
+  }
+  // Both tile lists (one when they alias): experts ascending, bm rows each.
+  const OpKind ops_[2] = {OpKind::gate_up, OpKind::down};
+  for (int g = 0; g < 2; ++g) {
+    const int bm = ops::choose_config(ops::gemm_key(ops_[g], s, QuantMode::w4a16_mxfp4, bucket, Target{})).bm();
+    std::vector<std::int32_t> te, tb, tn;
+    for (std::uint32_t e = 0; e < E; ++e)
+      for (std::uint64_t r = want.expert_offsets[e]; r < want.expert_offsets[e + 1]; r += bm) {
+        te.push_back(std::int32_t(e));
+        tb.push_back(std::int32_t(r));
+        tn.push_back(std::int32_t(want.expert_offsets[e + 1]));
+      }
+    const auto n = download_i32(v.tiles[g][3], 1);
+    INFO("tile list " << g << " bm=" << bm);
+    REQUIRE(std::size_t(n[0]) == te.size());
+    CHECK(download_i32(v.tiles[g][0], te.size()) == te);
+    CHECK(download_i32(v.tiles[g][1], te.size()) == tb);
+    CHECK(download_i32(v.tiles[g][2], te.size()) == tn);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gpu: the routing kernel's outputs equal the CPU routing, every variant, with dropped routes",
+          "[gpu][layer][route]") {
+  MoeLayerShape many = qwen3_30b_shape();
+  many.experts = 2048;  // 16 B per expert: too many to stage the routes
+  check_routing("256 threads, drops (qwen3)", qwen3_30b_shape(), 100, Routing::with_drops, 1);
+  check_routing("1024 threads staged, drops (qwen3)", qwen3_30b_shape(), 300, Routing::with_drops, 2);
+  check_routing("1024 threads staged, uniform (gpt-oss)", gpt_oss_120b_shape(), 4096, Routing::uniform, 3);
+  check_routing("1024 threads staged, one expert (gpt-oss)", gpt_oss_120b_shape(), 2049, Routing::one_expert, 4);
+  check_routing("1024 threads unstaged: 2048 experts, drops", many, 300, Routing::with_drops, 5);
+  check_routing("1024 threads unstaged: > 24576 routes (gpt-oss)", gpt_oss_120b_shape(), 8192, Routing::with_drops, 6);
+}
