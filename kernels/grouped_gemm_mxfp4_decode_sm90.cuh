@@ -225,19 +225,9 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
   float bias2[MW][2], gamma2[NT][2];
   if (PREFETCH) {
 #pragma unroll
-    for (int mw = 0; mw < MW; ++mw)
+    for (int mw = 0; mw < MW; ++mw) swapab_bias_pair<ACT, BIAS>(p, N, expert, n_warp + mw * 16, g, grp_ok[mw], bias2[mw]);
 #pragma unroll
-      for (int half = 0; half < 2; ++half)
-        bias2[mw][half] = BIAS != kBiasNone && grp_ok[mw]
-                              ? bias_at<BIAS, ACT>(p.bias, expert, group_row<ACT>(n_warp + mw * 16, g + 8 * half), N)
-                              : 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const int r = row_begin + nt * 8 + 2 * q + t;
-        gamma2[nt][t] = ROUTER_WEIGHT && r < row_end ? p.gamma[p.sorted_route[r]] : 1.f;
-      }
+    for (int nt = 0; nt < NT; ++nt) swapab_gamma_pair<ROUTER_WEIGHT>(p, row_begin + nt * 8, row_end, q, gamma2[nt]);
   }
 
   for (int s = s_begin; s < s_end; s += DEPTH) {

@@ -125,23 +125,35 @@ __device__ __forceinline__ void swapab_epilogue_values(const GroupedGemmParams& 
   }
 }
 
+// swapab_epilogue_values' operands: the bias of the thread's two fragment rows
+// of the group at L0 of expert `expert` (0 without bias, or when !ok) ...
+template <int ACT, int BIAS>
+__device__ __forceinline__ void swapab_bias_pair(const GroupedGemmParams& p, int N, int expert, int L0, int g,
+                                                 bool ok, float (&bias2)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half)
+    bias2[half] =
+        BIAS != kBiasNone && ok ? bias_at<BIAS, ACT>(p.bias, expert, group_row<ACT>(L0, g + 8 * half), N) : 0.f;
+}
+// ... and the router weights of its two token columns rows + 2q + t (1 without,
+// and for columns past the expert's rows).
+template <bool ROUTER_WEIGHT>
+__device__ __forceinline__ void swapab_gamma_pair(const GroupedGemmParams& p, int rows, int row_end, int q,
+                                                  float (&gamma2)[2]) {
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    const int r = rows + 2 * q + t;
+    gamma2[t] = ROUTER_WEIGHT && r < row_end ? p.gamma[p.sorted_route[r]] : 1.f;
+  }
+}
+
 // The same, loading the bias of expert `expert` and the router weights itself.
 template <int ACT, int BIAS, bool ROUTER_WEIGHT, bool OUT_F32>
 __device__ __forceinline__ void swapab_epilogue(const GroupedGemmParams& p, int expert, int L0, int rows,
                                                 int row_end, const float (&v)[4], int g, int q) {
-  float bias2[2] = {0.f, 0.f}, gamma2[2] = {1.f, 1.f};
-  if (BIAS != kBiasNone) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-      bias2[half] = bias_at<BIAS, ACT>(p.bias, expert, group_row<ACT>(L0, g + 8 * half), p.n);
-  }
-  if (ROUTER_WEIGHT) {
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const int r = rows + 2 * q + t;
-      if (r < row_end) gamma2[t] = p.gamma[p.sorted_route[r]];
-    }
-  }
+  float bias2[2], gamma2[2];
+  swapab_bias_pair<ACT, BIAS>(p, p.n, expert, L0, g, true, bias2);
+  swapab_gamma_pair<ROUTER_WEIGHT>(p, rows, row_end, q, gamma2);
   swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, L0, rows, row_end, v, bias2, gamma2, g, q);
 }
 
