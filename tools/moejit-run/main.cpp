@@ -130,27 +130,24 @@ int main(int argc, char** argv) {
         }
       }
       for (int i = 0; i < 5; ++i) layer.run(w->device(), runs[i % 3]->args, nullptr);
-      std::vector<float> ms;
-      for (int i = 0; i < iters; ++i) {
-        MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, nullptr));
-        layer.run(w->device(), runs[i % 3]->args, nullptr);
-        MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, nullptr));
-        MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
-        float t = 0;
-        MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
-        ms.push_back(t);
-      }
-      std::vector<float> qms;
-      for (int i = 0; i < iters; ++i) {
-        hold.launch(kHoldNs);
-        MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, nullptr));
-        layer.run(w->device(), runs[i % 3]->args, nullptr);
-        MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, nullptr));
-        MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
-        float t = 0;
-        MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
-        qms.push_back(t);
-      }
+      // The layer between two events, `iters` times (ms each); queued: behind
+      // the stream-holding kernel (see queued_us at the top).
+      auto time_layer = [&](bool queued) {
+        std::vector<float> out;
+        for (int i = 0; i < iters; ++i) {
+          if (queued) hold.launch(kHoldNs);
+          MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, nullptr));
+          layer.run(w->device(), runs[i % 3]->args, nullptr);
+          MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, nullptr));
+          MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
+          float t = 0;
+          MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
+          out.push_back(t);
+        }
+        return out;
+      };
+      const std::vector<float> ms = time_layer(false);
+      const std::vector<float> qms = time_layer(true);
       // Per-step medians: each step timed alone between events.
       double step_us[4];
       for (int step = 0; step < 4; ++step) {
