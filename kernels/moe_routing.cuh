@@ -20,7 +20,8 @@
 //   sorted_route   [T*top_k]  route id (t * top_k + j) at each sorted row
 //   route_row      [T*top_k]  sorted row of each route, -1 if dropped
 //   for each of two tile sizes bm (gate_up, down): tile_expert, tile_row_begin,
-//   tile_row_end [max_tiles] and num_tiles [1]
+//   tile_row_end [max_tiles] and num_tiles [1]; with split tail (tail_rows > 0),
+//   the tail list as well (one tile per expert at most)
 // An expert id of -1 (not local under expert parallelism) drops the route; ids
 // outside [-1, E) are a precondition violation and are dropped too. Experts with
 // no rows get no m-tiles. The order of rows inside one expert follows shared
@@ -45,7 +46,28 @@ struct RouteParams {
   int* sorted_route;     // [num_routes]
   int* route_row;        // [num_routes]
   TileList tiles[2];
+  // Split tail (tail_rows > 0; tiles[1] then unused, tiles[0] serves both
+  // GEMMs): an expert's last c % bm rows, when 1..tail_rows of them, go to one
+  // tile of `tail` (bm = tail_rows) instead of a tile of tiles[0].
+  int tail_rows;
+  TileList tail;
 };
+
+// Tiles of list `kind` for an expert of c rows (kind 0, 1: a list of height bm;
+// with split tail, kind 0 leaves out the tail and kind 2 is the tail list),
+// and the first and end row of its tile j relative to the expert's first row.
+__device__ __forceinline__ int route_list_tiles(int kind, int c, int bm, int tail_rows) {
+  const int r = tail_rows > 0 ? c % bm : 0;
+  const bool in_tail = r > 0 && r <= tail_rows;
+  if (kind == 2) return in_tail ? 1 : 0;
+  return in_tail ? c / bm : (c + bm - 1) / bm;
+}
+__device__ __forceinline__ void route_list_rows(int kind, int c, int bm, int tail_rows, int j, int& begin, int& end) {
+  const int r = tail_rows > 0 ? c % bm : 0;
+  const bool in_tail = r > 0 && r <= tail_rows;
+  begin = kind == 2 ? c - r : j * bm;
+  end = kind != 2 && in_tail ? c - r : c;
+}
 
 // Exclusive scan of v[0, n) into out[0, n), by warp 0 (n small: experts).
 __device__ __forceinline__ int warp0_exclusive_scan(const int* v, int* out, int n) {
@@ -77,7 +99,7 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   int* topk_sh = sh + 4 * E;                // STAGED: [num_routes] expert of each route
   int* sorted_sh = topk_sh + p.num_routes;  // STAGED: [num_routes] route at each sorted row
   __shared__ int total_rows;
-  __shared__ int total_tiles[2];
+  __shared__ int total_tiles[3];
   const int tid = threadIdx.x;
   pdl_wait();  // topk_ids come from the caller's previous kernel
   pdl_launch_dependents();
@@ -101,13 +123,18 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   }
   if (tid == 0) p.expert_offsets[E] = total_rows;
 
+  // Lists: tiles[0], tiles[1], and with split tail the tail list (kind 2),
+  // whose tiles are cut from tiles[0]'s height.
 #pragma unroll
-  for (int l = 0; l < 2; ++l) {
-    const TileList tl = l == 0 ? p.tiles[0] : p.tiles[1];
+  for (int l = 0; l < 3; ++l) {
+    const TileList tl = l == 0 ? p.tiles[0] : l == 1 ? p.tiles[1] : p.tail;
+    if (l == 2 && p.tail_rows <= 0) continue;
     if (tl.bm <= 0) continue;
+    const int split = l == 1 ? 0 : p.tail_rows;  // tiles[1] never splits
+    const int bm_cut = l == 2 ? p.tiles[0].bm : tl.bm;
     __syncthreads();
     // m-tiles per expert, then their exclusive scan in place.
-    for (int e = tid; e < E; e += THREADS) tile_base[e] = (count[e] + tl.bm - 1) / tl.bm;
+    for (int e = tid; e < E; e += THREADS) tile_base[e] = route_list_tiles(l, count[e], bm_cut, split);
     __syncthreads();
     if (tid < 32) {
       // In-place exclusive scan: read all counts of a chunk before writing it.
@@ -140,12 +167,14 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
         const int mid = (lo + hi + 1) >> 1;
         if (tile_base[mid] <= t) lo = mid; else hi = mid - 1;
       }
-      // skip empty experts sharing the same base (they have no tiles)
-      while (count[lo] == 0) --lo;
-      const int j = t - tile_base[lo];
+      // skip experts without tiles in this list sharing the same base (no rows,
+      // or with split tail all their rows in the other list)
+      while (route_list_tiles(l, count[lo], bm_cut, split) == 0) --lo;
+      int begin, end;
+      route_list_rows(l, count[lo], bm_cut, split, t - tile_base[lo], begin, end);
       tl.tile_expert[t] = lo;
-      tl.tile_row_begin[t] = offset[lo] + j * tl.bm;
-      tl.tile_row_end[t] = offset[lo] + count[lo];
+      tl.tile_row_begin[t] = offset[lo] + begin;
+      tl.tile_row_end[t] = offset[lo] + end;
     }
   }
   __syncthreads();

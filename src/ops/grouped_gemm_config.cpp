@@ -43,7 +43,7 @@ std::string GemmConfig::to_string() const {
   if (kernel == GemmKernel::mxfp4_wgmma)
     return "kernel=mxfp4_wgmma bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " wg=" +
            std::to_string(wg) + " stages=" + std::to_string(stages) + " overlap=" + (depth == 2 ? "1" : "0") +
-           " k_tail=" + (k_tail ? "1" : "0");
+           " k_tail=" + (k_tail ? "1" : "0") + " split_tail=" + (split_tail ? "1" : "0");
   if (kernel != GemmKernel::x_operand_a)
     return std::string("kernel=mxfp4_decode") +
            " bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(wn) + "x" +
@@ -95,7 +95,8 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
       // Only the fields each kernel takes: any other would be a silent no-op.
       const bool decode_field = e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" ||
                                 e.field == "depth" || e.field == "ctas";
-      const bool prefill_field = e.field == "wg" || e.field == "stages" || e.field == "depth";
+      const bool prefill_flag = e.field == "st";
+      const bool prefill_field = e.field == "wg" || e.field == "stages" || e.field == "depth" || prefill_flag;
       ok = (kind == "decode" && decode_field) || (kind == "prefill" && prefill_field);
       std::size_t used = 0;
       try {
@@ -103,7 +104,8 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
       } catch (const std::exception&) {
         ok = false;
       }
-      ok = ok && used == item.size() - eq - 1 && e.value >= 1 && e.value <= 16;
+      ok = ok && used == item.size() - eq - 1 &&
+           (prefill_flag && kind == "prefill" ? e.value == 0 || e.value == 1 : e.value >= 1 && e.value <= 16);
     }
     if (!ok)
       throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
@@ -130,6 +132,11 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   bool changed = false;
   for (const GemmTune& e : tune_overrides()) {
     if (e.decode != decode) continue;
+    if (e.field == "st") {
+      c.split_tail = e.value != 0;
+      changed = true;
+      continue;
+    }
     int& f = e.field == "wn" ? c.wn : e.field == "kw" ? c.kw : e.field == "mw" ? c.mw : e.field == "nt" ? c.nt
              : e.field == "ctas" ? c.ctas
              : e.field == "depth" ? c.depth : e.field == "wg" ? c.wg : c.stages;
@@ -199,7 +206,14 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   if (c.smem_bytes(key.quant, key.k) > kSmemMax)
     throw InvalidArgument("key field k=" + std::to_string(key.k) + ": the E8M0 scale table of a 128-row tile (" +
                           std::to_string(128 * (key.k / 32)) + " bytes) does not fit in shared memory");
+  // Why split the tail: with 128-row tiles an expert of 129..192 rows pays a
+  // second tile (a full dequantization of its weight slice and two
+  // warpgroups of wgmma) for a few rows; at gpt-oss T = 4096 about 30 % of
+  // the tiles are such remainders. A one-warpgroup tile does half the wgmma
+  // work with half the shared memory per CTA.
+  c.split_tail = true;
   apply_tune(c, key);
+  c.split_tail = c.split_tail && c.wg == 2;
   return c;
 }
 }  // namespace

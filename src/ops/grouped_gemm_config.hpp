@@ -32,6 +32,9 @@ struct GemmConfig {
   // resident CTAs per SM asked of ptxas (__launch_bounds__ minimum: it caps
   // the registers at 64K / (ctas * threads)); 1 = no cap.
   int wn = 4, kw = 1, mw = 2, nt = 1, depth = 2, ctas = 1;
+  // mxfp4_wgmma with wg = 2: an expert's last 1..64 rows may run as a
+  // one-warpgroup tile (ops::split_tail_bucket); MOEJIT_GEMM_TUNE prefill.st=0 turns it off.
+  bool split_tail = false;
   int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each); depth 2 = MMAs overlap the next
                // slice's dequantization, 1 = they retire first
   int bm() const;  // routed rows per m-tile

@@ -16,6 +16,8 @@ struct RouteParamsArg {
   int num_routes, num_experts;
   int *expert_offsets, *sorted_route, *route_row;
   TileListArg tiles[2];
+  int tail_rows;
+  TileListArg tail;
 };
 struct GroupedGemmParamsArg {
   const void* a;

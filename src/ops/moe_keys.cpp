@@ -2,6 +2,7 @@
 // and prewarm, so a sealed runtime never misses a key the layer asks for.
 #include "ops/moe_keys.hpp"
 
+#include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
 #include "moejit/moe_layer.hpp"
 #include "moejit/quant.hpp"
@@ -52,6 +53,24 @@ SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale
     if (!is_fp8(quant)) key.out_dtype = down_out_dtype(key);
   }
   return key;
+}
+
+std::uint32_t split_tail_bucket(const MoeLayerShape& s, QuantMode quant, std::uint32_t bucket, const Target& target) {
+  if (quant != QuantMode::w4a16_mxfp4) return 0;
+  const SpecKey gu = gemm_key(OpKind::gate_up, s, quant, bucket, target), dn = gemm_key(OpKind::down, s, quant, bucket, target);
+  const GemmConfig cg = choose_config(gu), cd = choose_config(dn);
+  auto two_wg = [](const GemmConfig& c) { return c.kernel == GemmKernel::mxfp4_wgmma && c.wg == 2 && c.split_tail; };
+  if (!two_wg(cg) || !two_wg(cd)) return 0;
+  const std::vector<std::uint32_t> below = bucket_set(bucket);
+  for (auto it = below.rbegin(); it != below.rend(); ++it) {
+    if (*it >= bucket) continue;
+    const SpecKey tg = gemm_key(OpKind::gate_up, s, quant, *it, target), td = gemm_key(OpKind::down, s, quant, *it, target);
+    const GemmConfig ctg = choose_config(tg), ctd = choose_config(td);
+    if (ctg.kernel != GemmKernel::mxfp4_wgmma || ctd.kernel != GemmKernel::mxfp4_wgmma) return 0;  // past the wgmma range
+    if (ctg.wg == 1 && ctd.wg == 1 && ctg.k_tail == cg.k_tail && ctd.k_tail == cd.k_tail && td.out_dtype == dn.out_dtype)
+      return *it;
+  }
+  return 0;
 }
 
 SpecKey route_key(const MoeLayerShape& s, std::uint32_t bucket, const Target& target) {

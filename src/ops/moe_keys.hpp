@@ -20,6 +20,17 @@ SpecKey route_key(const MoeLayerShape& shape, std::uint32_t bucket, const Target
 // out field (the combine itself always writes bf16).
 SpecKey combine_key(const MoeLayerShape& shape, DType y_dtype, std::uint32_t bucket, const Target& target);
 
+// Split tail (kernels/moe_routing.cuh, RouteParams::tail_rows): when both
+// GEMMs of `bucket` run two-warpgroup MXFP4 wgmma tiles (128 rows) with
+// split_tail, the largest smaller bucket whose gate_up and down run
+// one-warpgroup wgmma tiles (64 rows) with the same epilogue and Y dtype: the
+// layer runs each expert's last 1..64 rows with that bucket's kernels. Same
+// wgmma instruction and k order per row, so a row's bits do not depend on the
+// tile it lands in (padding invariance). 0 when it does not apply. The bucket
+// is in prewarm_set of any budget that holds `bucket`.
+std::uint32_t split_tail_bucket(const MoeLayerShape& shape, QuantMode quant, std::uint32_t bucket,
+                                const Target& target);
+
 // Throws InvalidArgument naming the field when the kernels cannot run the shape.
 void check_shape(const MoeLayerShape& shape, QuantMode quant);
 

@@ -27,7 +27,7 @@ constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(
 // Workspace layout for T tokens. Why bm = 8 for the tile lists: it bounds every
 // configuration's tile count, so the layout depends on T alone.
 struct Layout {
-  std::size_t offsets, sorted_route, route_row, tiles[2][4], h, y, total;
+  std::size_t offsets, sorted_route, route_row, tiles[2][4], tail[4], h, y, total;
   std::size_t xq = 0, xs = 0, hq = 0, hs = 0;  // FP8 modes: quantized X and H (appended)
 };
 Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
@@ -47,6 +47,8 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
     for (int i = 0; i < 3; ++i) t[i] = take(4 * mt);
     t[3] = take(4);
   }
+  for (int i = 0; i < 3; ++i) l.tail[i] = take(4 * std::min<std::uint64_t>(s.experts, R));  // one tile per expert
+  l.tail[3] = take(4);
   l.h = take(2 * R * s.intermediate);
   // Y holds the down projection's split-K partials: up to kSplitKMax of them
   // while rows <= kSplitKMaxRows (monotonic in T). Sized for fp32 even where Y
@@ -134,6 +136,7 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
   v.route_row = a.workspace + l.route_row;
   for (int g = 0; g < 2; ++g)
     for (int i = 0; i < 4; ++i) v.tiles[g][i] = a.workspace + l.tiles[g][i];
+  for (int i = 0; i < 4; ++i) v.tail_tiles[i] = a.workspace + l.tail[i];
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
   if (a.num_tokens > 0) {
@@ -218,6 +221,15 @@ void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
     p.tiles[g] = {bm, ptr<int>(v.tiles[g][0]), ptr<int>(v.tiles[g][1]), ptr<int>(v.tiles[g][2]),
                   ptr<int>(v.tiles[g][3])};
   }
+  if (ops::split_tail_bucket(shape_, quant_, bucket, target_) != 0) {
+    // Both GEMMs use tiles[0] (128-row tiles, aliased) and the tail list.
+    if (p.tiles[1].bm != 0)
+      throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
+                            ": split tail with two tile lists (internal heuristic error)");
+    p.tail_rows = 64;
+    p.tail = {64, ptr<int>(v.tail_tiles[0]), ptr<int>(v.tail_tiles[1]), ptr<int>(v.tail_tiles[2]),
+              ptr<int>(v.tail_tiles[3])};
+  }
   launch(k, 1, 1, &p, stream);
 }
 
@@ -273,6 +285,21 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
                           ": too many m-tiles for one launch (" + std::to_string(tiles) + " > 65535)");
   launch(k, ceil_div(key.n, c.bn()), tiles, &p, stream, static_cast<unsigned>(c.splits));
+  // Split tail: each expert's last 1..64 rows (the tail list route() built)
+  // with the one-warpgroup kernel of a smaller bucket. It waits for the launch
+  // above (pdl_wait at its start), so the next launch, which waits for this
+  // one, also finds every row of this GEMM done.
+  if (const std::uint32_t tb = ops::split_tail_bucket(s, quant, bucket, target); tb != 0) {
+    const SpecKey tkey = ops::gemm_key(op, s, quant, tb, target);
+    const ops::GemmConfig tc = ops::choose_config(tkey);
+    const KernelRef tk = rt.get(tkey);
+    GroupedGemmParamsArg tp = p;
+    tp.tile_expert = ptr<const int>(v.tail_tiles[0]);
+    tp.tile_row_begin = ptr<const int>(v.tail_tiles[1]);
+    tp.tile_row_end = ptr<const int>(v.tail_tiles[2]);
+    tp.num_tiles = ptr<const int>(v.tail_tiles[3]);
+    launch(tk, ceil_div(key.n, tc.bn()), static_cast<unsigned>(std::min<std::uint64_t>(s.experts, R)), &tp, stream);
+  }
 }
 }  // namespace
 

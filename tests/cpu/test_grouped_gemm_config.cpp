@@ -2,7 +2,9 @@
 // configuration it returns over the real model shapes and all buckets.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
@@ -88,6 +90,47 @@ TEST_CASE("grouped GEMM config: keys it cannot run are rejected naming the field
                     Catch::Contains("hidden=2888"));
 }
 
+TEST_CASE("grouped GEMM config: split tail uses a smaller bucket's one-warpgroup wgmma kernels", "[heuristic]") {
+  const MoeLayerShape shapes[] = {layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai),
+                                  layer_shape(2048, 768, 128, 8, Activation::silu_gated),
+                                  layer_shape(7168, 2048, 256, 8, Activation::silu_gated),
+                                  layer_shape(4096, 14336, 8, 2, Activation::silu_gated)};
+  const bool tuned = std::getenv("MOEJIT_GEMM_TUNE") != nullptr;
+  for (const auto& s : shapes) {
+    std::size_t split = 0;
+    for (std::uint32_t b : prewarm_set(20000)) {
+      const auto q = QuantMode::w4a16_mxfp4;
+      const SpecKey gu = ops::gemm_key(OpKind::gate_up, s, q, b, Target{});
+      const SpecKey dn = ops::gemm_key(OpKind::down, s, q, b, Target{});
+      const auto cg = ops::choose_config(gu), cd = ops::choose_config(dn);
+      const std::uint32_t tb = ops::split_tail_bucket(s, q, b, Target{});
+      INFO(gu.to_text() << " -> " << cg.to_string() << " tail bucket " << tb);
+      const bool two = cg.kernel == ops::GemmKernel::mxfp4_wgmma && cg.wg == 2;
+      if (!tuned) CHECK((tb != 0) == two);  // every gpt-oss / Qwen3 / DeepSeek / Mixtral wgmma bucket has one
+      if (tb == 0) continue;
+      ++split;
+      CHECK(tb < b);
+      const SpecKey tg = ops::gemm_key(OpKind::gate_up, s, q, tb, Target{});
+      const SpecKey td = ops::gemm_key(OpKind::down, s, q, tb, Target{});
+      const auto ctg = ops::choose_config(tg), ctd = ops::choose_config(td);
+      CHECK(ctg.kernel == ops::GemmKernel::mxfp4_wgmma);
+      CHECK(ctg.wg == 1);
+      CHECK(ctd.wg == 1);
+      CHECK(ctg.bn() == cg.bn());  // the same 128 weight columns per CTA
+      CHECK(td.out_dtype == dn.out_dtype);
+      // Everything but the bucket is the same key: same epilogue and shape.
+      SpecKey same = tg;
+      same.token_bucket = b;
+      CHECK(same == gu);
+      // The tail bucket is prewarmed with this one.
+      const auto set = prewarm_set(b);
+      CHECK(std::find(set.begin(), set.end(), tb) != set.end());
+    }
+    if (!tuned) CHECK(split > 0);
+    CHECK(ops::split_tail_bucket(s, QuantMode::bf16, 16384, Target{}) == 0);
+  }
+}
+
 TEST_CASE("grouped GEMM config: MOEJIT_GEMM_TUNE items parse, bad ones are named", "[heuristic]") {
   const auto t = ops::parse_gemm_tune("decode.kw=2,prefill.stages=4,prefill.wg=1,decode.ctas=7");
   REQUIRE(t.size() == 4);
@@ -99,8 +142,12 @@ TEST_CASE("grouped GEMM config: MOEJIT_GEMM_TUNE items parse, bad ones are named
   CHECK(!t[1].decode);
   CHECK(t[1].field == "stages");
   CHECK(t[2].value == 1);
+  const auto st = ops::parse_gemm_tune("prefill.st=0");
+  REQUIRE(st.size() == 1);
+  CHECK((!st[0].decode && st[0].field == "st" && st[0].value == 0));
   for (const char* bad : {"decode.kw", "decode.kw=0", "decode.kw=17", "decode.kw=2x", "both.kw=2", "decode.tile=2",
-                          "decode.kw=2,", "kw=2", "decode.stages=4", "decode.wg=2", "prefill.kw=2", "prefill.ctas=6"})
+                          "decode.kw=2,", "kw=2", "decode.stages=4", "decode.wg=2", "prefill.kw=2", "prefill.ctas=6",
+                          "prefill.st=2", "decode.st=1"})
     CHECK_THROWS_WITH(ops::parse_gemm_tune(bad), Catch::Contains("MOEJIT_GEMM_TUNE item"));
   CHECK_THROWS_WITH(ops::parse_gemm_tune("decode.kw=2,prefill.depth=x"), Catch::Contains("'prefill.depth=x'"));
 }

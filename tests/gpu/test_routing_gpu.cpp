@@ -65,23 +65,39 @@ void check_routing(const char* what, const MoeLayerShape& s, std::uint32_t T, Ro
     seen[r] = 1;
   }
   // Both tile lists (one when they alias): experts ascending, bm rows each.
-  const OpKind ops_[2] = {OpKind::gate_up, OpKind::down};
-  for (int g = 0; g < 2; ++g) {
-    const int bm = ops::choose_config(ops::gemm_key(ops_[g], s, QuantMode::w4a16_mxfp4, bucket, Target{})).bm();
+  // With split tail (large T), an expert's last c % bm rows, when 1..64, form
+  // one tile of the tail list instead of a tile of the bm list.
+  const bool split = ops::split_tail_bucket(s, QuantMode::w4a16_mxfp4, bucket, Target{}) != 0;
+  auto check_list = [&](const DevicePtr (&list)[4], int bm, int kind) {
     std::vector<std::int32_t> te, tb, tn;
-    for (std::uint32_t e = 0; e < E; ++e)
-      for (std::uint64_t r = want.expert_offsets[e]; r < want.expert_offsets[e + 1]; r += bm) {
-        te.push_back(std::int32_t(e));
-        tb.push_back(std::int32_t(r));
-        tn.push_back(std::int32_t(want.expert_offsets[e + 1]));
+    for (std::uint32_t e = 0; e < E; ++e) {
+      const std::uint64_t first = want.expert_offsets[e], end = want.expert_offsets[e + 1], c = end - first;
+      const std::uint64_t r = split ? c % bm : 0;
+      const bool tail = r > 0 && r <= 64;
+      if (kind == 2) {
+        if (tail) te.push_back(std::int32_t(e)), tb.push_back(std::int32_t(end - r)), tn.push_back(std::int32_t(end));
+        continue;
       }
-    const auto n = download_i32(v.tiles[g][3], 1);
-    INFO("tile list " << g << " bm=" << bm);
+      const std::uint64_t stop = tail ? end - r : end;
+      for (std::uint64_t row = first; row < stop; row += bm) {
+        te.push_back(std::int32_t(e));
+        tb.push_back(std::int32_t(row));
+        tn.push_back(std::int32_t(stop));
+      }
+    }
+    const auto n = download_i32(list[3], 1);
+    INFO("tile list " << kind << " bm=" << bm << " split=" << split);
     REQUIRE(std::size_t(n[0]) == te.size());
-    CHECK(download_i32(v.tiles[g][0], te.size()) == te);
-    CHECK(download_i32(v.tiles[g][1], te.size()) == tb);
-    CHECK(download_i32(v.tiles[g][2], te.size()) == tn);
-  }
+    CHECK(download_i32(list[0], te.size()) == te);
+    CHECK(download_i32(list[1], te.size()) == tb);
+    CHECK(download_i32(list[2], te.size()) == tn);
+  };
+  const OpKind ops_[2] = {OpKind::gate_up, OpKind::down};
+  for (int g = 0; g < 2; ++g)
+    check_list(v.tiles[g], ops::choose_config(ops::gemm_key(ops_[g], s, QuantMode::w4a16_mxfp4, bucket, Target{})).bm(),
+               g);
+  if (split) check_list(v.tail_tiles, 128, 2);
+  if (split) std::printf("  %-44s split tail: list checked\n", what);
 }
 
 }  // namespace
@@ -96,4 +112,7 @@ TEST_CASE("gpu: the routing kernel's outputs equal the CPU routing, every varian
   check_routing("1024 threads staged, one expert (gpt-oss)", gpt_oss_120b_shape(), 2049, Routing::one_expert, 4);
   check_routing("1024 threads unstaged: 2048 experts, drops", many, 300, Routing::with_drops, 5);
   check_routing("1024 threads unstaged: > 24576 routes (gpt-oss)", gpt_oss_120b_shape(), 8192, Routing::with_drops, 6);
+  // Split tail with experts of <= 64 rows (tail only), 65..128 (one full-list
+  // tile), and 129+ rows: qwen3 at T = 1000 (about 62 rows per expert).
+  check_routing("1024 threads staged, split tail (qwen3)", qwen3_30b_shape(), 1000, Routing::with_drops, 11);
 }
