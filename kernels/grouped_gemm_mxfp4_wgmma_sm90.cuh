@@ -92,10 +92,20 @@ __global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_
   constexpr int W_ITERS = (W_CHUNKS + THREADS - 1) / THREADS;
   static_assert(BM * 8 % THREADS == 0, "loader shape");
 
-  pdl_wait();  // the tile schedule and the activations come from earlier launches
+  // The tile schedule and the activations come from earlier launches: wait
+  // for them first, except in the split-tail launch (p.wait_at_exit), whose
+  // inputs were complete before the launch it follows (the GEMM's main tiles)
+  // passed its own wait. That one waits before it exits instead, every CTA,
+  // so its completion, which the next launch waits for, implies the main
+  // tiles' too; meanwhile it runs beside their last wave.
+  const bool wait_at_exit = p.wait_at_exit != 0;
+  if (!wait_at_exit) pdl_wait();
   pdl_launch_dependents();
   const int tile = blockIdx.y;
-  if (tile >= *p.num_tiles) return;
+  if (tile >= *p.num_tiles) {
+    if (wait_at_exit) pdl_wait();
+    return;
+  }
   const int expert = p.tile_expert[tile];
   const int row_begin = p.tile_row_begin[tile];
   const int row_end = p.tile_row_end[tile];
@@ -270,6 +280,7 @@ __global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_
                                             true, 0);
     }
   }
+  if (wait_at_exit) pdl_wait();
 }
 
 }  // namespace moejit

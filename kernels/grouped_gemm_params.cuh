@@ -27,6 +27,7 @@ struct GroupedGemmParams {
   const int* num_tiles;      // [1] number of valid m-tiles
   int n, k, top_k;
   float act_alpha, act_limit;
+  int wait_at_exit;          // mxfp4_wgmma split-tail launch: griddepcontrol.wait before exiting, not at the start
 };
 
 // Bytes per weight row in the shared scale table: the row's K/32 scales plus up

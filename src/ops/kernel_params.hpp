@@ -32,6 +32,7 @@ struct GroupedGemmParamsArg {
   const int *sorted_route, *tile_expert, *tile_row_begin, *tile_row_end, *num_tiles;
   int n, k, top_k;
   float act_alpha, act_limit;
+  int wait_at_exit;
 };
 struct CombineParamsArg {
   const void* y;

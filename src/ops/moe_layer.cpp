@@ -286,9 +286,10 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
                           ": too many m-tiles for one launch (" + std::to_string(tiles) + " > 65535)");
   launch(k, ceil_div(key.n, c.bn()), tiles, &p, stream, static_cast<unsigned>(c.splits));
   // Split tail: each expert's last 1..64 rows (the tail list route() built)
-  // with the one-warpgroup kernel of a smaller bucket. It waits for the launch
-  // above (pdl_wait at its start), so the next launch, which waits for this
-  // one, also finds every row of this GEMM done.
+  // with the one-warpgroup kernel of a smaller bucket. It reads only what was
+  // complete before the launch above passed its wait (tile lists, X or H), so
+  // it waits for that launch only before it exits (wait_at_exit): the next
+  // launch, which waits for this one, still finds every row of this GEMM done.
   if (const std::uint32_t tb = ops::split_tail_bucket(s, quant, bucket, target); tb != 0) {
     const SpecKey tkey = ops::gemm_key(op, s, quant, tb, target);
     const ops::GemmConfig tc = ops::choose_config(tkey);
@@ -298,6 +299,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     tp.tile_row_begin = ptr<const int>(v.tail_tiles[1]);
     tp.tile_row_end = ptr<const int>(v.tail_tiles[2]);
     tp.num_tiles = ptr<const int>(v.tail_tiles[3]);
+    tp.wait_at_exit = 1;
     launch(tk, ceil_div(key.n, tc.bn()), static_cast<unsigned>(std::min<std::uint64_t>(s.experts, R)), &tp, stream);
   }
 }
