@@ -159,6 +159,9 @@ __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __ex
 // Every such kernel calls pdl_wait() before its first read of memory that an
 // earlier launch on the stream writes (and before any write), and
 // pdl_launch_dependents() once it no longer needs to hold the next kernel back.
+// One exception, the wgmma split-tail launch (p.wait_at_exit): everything it
+// reads and writes was settled before the launch it follows passed its own
+// wait, so it waits only before it exits (see src/ops/moe_layer.cpp).
 // Both are no-ops for a launch without the attribute.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }

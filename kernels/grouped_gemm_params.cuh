@@ -23,7 +23,7 @@ struct GroupedGemmParams {
   const int* sorted_route;   // [rows] route id (t * top_k + j) of each sorted row
   const int* tile_expert;    // [max_tiles] expert of each m-tile
   const int* tile_row_begin; // [max_tiles] first sorted row of the m-tile
-  const int* tile_row_end;   // [max_tiles] end of the expert's rows (exclusive)
+  const int* tile_row_end;   // [max_tiles] end of the rows of the expert the tile list covers (exclusive)
   const int* num_tiles;      // [1] number of valid m-tiles
   int n, k, top_k;
   float act_alpha, act_limit;

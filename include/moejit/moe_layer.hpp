@@ -41,6 +41,9 @@ namespace moejit {
 // the kernels cannot run (message names the field).
 // FP8 modes (mxfp8, fp8_per_token) add the activation quantizers:
 // route, quantize(X: n = D), gate_up, quantize(H: n = I), down, combine.
+// w4a16_mxfp4 at buckets with split tail (large T, ops::split_tail_bucket)
+// appends the gate_up and down keys of the smaller bucket whose kernels run
+// the experts' last 1..64 rows (6 keys; launched after each GEMM's main tiles).
 std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant,
                                     std::uint32_t token_bucket, const Target& target);
 // The same with an explicit weight-scale granularity (fp8_per_token: per_expert

@@ -110,7 +110,7 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
     if (!ok)
       throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
                             "': expected decode.<f>=<n> (f in wn|kw|mw|nt|depth|ctas) or prefill.<f>=<n> (f in "
-                            "wg|stages|depth), n in 1..16");
+                            "wg|stages|depth), n in 1..16, or prefill.st=<0|1>");
     out.push_back(e);
     at = end + 1;
   }

@@ -55,20 +55,32 @@ SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale
   return key;
 }
 
+namespace {
+// The largest bucket below b (b >= 2, moejit/bucketing.hpp with the default
+// exponent e): buckets of the octave [2^j, 2^(j+1)) of b - 1 are the multiples
+// of 2^(j - e), every m <= 2^e is one. No allocation (the launch path calls it).
+std::uint32_t previous_bucket(std::uint32_t b) {
+  const std::uint32_t v = b - 1;
+  if (v <= (1u << kDefaultBucketExponent)) return v;
+  const int j = 31 - __builtin_clz(v);
+  const std::uint32_t g = 1u << (j - kDefaultBucketExponent);
+  return v / g * g;
+}
+}  // namespace
+
 std::uint32_t split_tail_bucket(const MoeLayerShape& s, QuantMode quant, std::uint32_t bucket, const Target& target) {
   if (quant != QuantMode::w4a16_mxfp4) return 0;
   const SpecKey gu = gemm_key(OpKind::gate_up, s, quant, bucket, target), dn = gemm_key(OpKind::down, s, quant, bucket, target);
   const GemmConfig cg = choose_config(gu), cd = choose_config(dn);
   auto two_wg = [](const GemmConfig& c) { return c.kernel == GemmKernel::mxfp4_wgmma && c.wg == 2 && c.split_tail; };
   if (!two_wg(cg) || !two_wg(cd)) return 0;
-  const std::vector<std::uint32_t> below = bucket_set(bucket);
-  for (auto it = below.rbegin(); it != below.rend(); ++it) {
-    if (*it >= bucket) continue;
-    const SpecKey tg = gemm_key(OpKind::gate_up, s, quant, *it, target), td = gemm_key(OpKind::down, s, quant, *it, target);
+  for (std::uint32_t b = bucket; b > 1;) {
+    b = previous_bucket(b);
+    const SpecKey tg = gemm_key(OpKind::gate_up, s, quant, b, target), td = gemm_key(OpKind::down, s, quant, b, target);
     const GemmConfig ctg = choose_config(tg), ctd = choose_config(td);
     if (ctg.kernel != GemmKernel::mxfp4_wgmma || ctd.kernel != GemmKernel::mxfp4_wgmma) return 0;  // past the wgmma range
     if (ctg.wg == 1 && ctd.wg == 1 && ctg.k_tail == cg.k_tail && ctd.k_tail == cd.k_tail && td.out_dtype == dn.out_dtype)
-      return *it;
+      return b;
   }
   return 0;
 }
@@ -106,10 +118,15 @@ std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant,
             ops::combine_key(shape, down.out_dtype, token_bucket, target)};
   }
   const SpecKey down = ops::gemm_key(OpKind::down, shape, quant, token_bucket, target);
-  return {ops::route_key(shape, token_bucket, target),
-          ops::gemm_key(OpKind::gate_up, shape, quant, token_bucket, target),
-          down,
-          ops::combine_key(shape, down.out_dtype, token_bucket, target)};
+  std::vector<SpecKey> keys = {ops::route_key(shape, token_bucket, target),
+                               ops::gemm_key(OpKind::gate_up, shape, quant, token_bucket, target), down,
+                               ops::combine_key(shape, down.out_dtype, token_bucket, target)};
+  // Split tail: the smaller bucket's GEMM kernels run the experts' last rows.
+  if (const std::uint32_t tb = ops::split_tail_bucket(shape, quant, token_bucket, target); tb != 0) {
+    keys.push_back(ops::gemm_key(OpKind::gate_up, shape, quant, tb, target));
+    keys.push_back(ops::gemm_key(OpKind::down, shape, quant, tb, target));
+  }
+  return keys;
 }
 
 std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, std::uint32_t token_bucket,

@@ -284,16 +284,19 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   if (tiles > 65535)
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
                           ": too many m-tiles for one launch (" + std::to_string(tiles) + " > 65535)");
-  launch(k, ceil_div(key.n, c.bn()), tiles, &p, stream, static_cast<unsigned>(c.splits));
   // Split tail: each expert's last 1..64 rows (the tail list route() built)
   // with the one-warpgroup kernel of a smaller bucket. It reads only what was
-  // complete before the launch above passed its wait (tile lists, X or H), so
+  // complete before the main launch passed its wait (tile lists, X or H), so
   // it waits for that launch only before it exits (wait_at_exit): the next
   // launch, which waits for this one, still finds every row of this GEMM done.
-  if (const std::uint32_t tb = ops::split_tail_bucket(s, quant, bucket, target); tb != 0) {
-    const SpecKey tkey = ops::gemm_key(op, s, quant, tb, target);
+  // Its kernel is fetched first: a failing get() must not leave the main
+  // tiles launched without their tail.
+  const std::uint32_t tb = ops::split_tail_bucket(s, quant, bucket, target);
+  const SpecKey tkey = tb != 0 ? ops::gemm_key(op, s, quant, tb, target) : key;
+  const KernelRef tk = tb != 0 ? rt.get(tkey) : k;
+  launch(k, ceil_div(key.n, c.bn()), tiles, &p, stream, static_cast<unsigned>(c.splits));
+  if (tb != 0) {
     const ops::GemmConfig tc = ops::choose_config(tkey);
-    const KernelRef tk = rt.get(tkey);
     GroupedGemmParamsArg tp = p;
     tp.tile_expert = ptr<const int>(v.tail_tiles[0]);
     tp.tile_row_begin = ptr<const int>(v.tail_tiles[1]);

@@ -122,9 +122,16 @@ TEST_CASE("grouped GEMM config: split tail uses a smaller bucket's one-warpgroup
       SpecKey same = tg;
       same.token_bucket = b;
       CHECK(same == gu);
-      // The tail bucket is prewarmed with this one.
+      // The tail bucket is prewarmed with this one, and it is the largest
+      // bucket below b with one-warpgroup tiles for both GEMMs.
       const auto set = prewarm_set(b);
       CHECK(std::find(set.begin(), set.end(), tb) != set.end());
+      for (std::uint32_t mid : set) {
+        if (mid <= tb || mid >= b) continue;
+        const auto mg = ops::choose_config(ops::gemm_key(OpKind::gate_up, s, q, mid, Target{}));
+        const auto md = ops::choose_config(ops::gemm_key(OpKind::down, s, q, mid, Target{}));
+        CHECK(!(mg.kernel == ops::GemmKernel::mxfp4_wgmma && mg.wg == 1 && md.wg == 1));
+      }
     }
     if (!tuned) CHECK(split > 0);
     CHECK(ops::split_tail_bucket(s, QuantMode::bf16, 16384, Target{}) == 0);

@@ -60,7 +60,13 @@ TEST_CASE("Y dtype: the layer's down key is bf16 exactly when its config has spl
         (key.out_dtype == DType::bf16 ? bf16 : f32) += 1;
         // The combine the layer launches reads Y in the down key's dtype.
         const auto keys = moe_layer_keys(s, q, b, Target{});
-        REQUIRE(keys.size() == 4);
+        const std::uint32_t tb = ops::split_tail_bucket(s, q, b, Target{});
+        REQUIRE(keys.size() == (tb != 0 ? 6u : 4u));
+        if (tb != 0) {  // the split tail's kernels: the smaller bucket's GEMMs, same Y dtype
+          CHECK(keys[4] == ops::gemm_key(OpKind::gate_up, s, q, tb, Target{}));
+          CHECK(keys[5] == ops::gemm_key(OpKind::down, s, q, tb, Target{}));
+          CHECK(keys[5].out_dtype == key.out_dtype);
+        }
         CHECK(keys[2] == key);
         CHECK(keys[3].op == OpKind::combine);
         CHECK(keys[3].out_dtype == key.out_dtype);
