@@ -161,7 +161,10 @@ __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __ex
 // pdl_launch_dependents() once it no longer needs to hold the next kernel back.
 // One exception, the wgmma split-tail launch (p.wait_at_exit): everything it
 // reads and writes was settled before the launch it follows passed its own
-// wait, so it waits only before it exits (see src/ops/moe_layer.cpp).
+// wait, so it waits only before it exits (see src/ops/moe_layer.cpp). And the
+// MXFP4 decode kernel with p.tiles_ready (down inside MoeLayer::run): its tile
+// lists, weights and epilogue operands predate the launch before it, so only
+// its activation loads wait.
 // Both are no-ops for a launch without the attribute.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }

@@ -38,7 +38,11 @@ template <int WN, int KW, int MW, int NT, int DEPTH, int CTAS, int ACT, int BIAS
           bool OUT_F32>
 __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
   constexpr int kSuper = 256;
-  pdl_wait();  // the tile schedule and the activations come from earlier launches
+  // The tile schedule and the activations come from earlier launches. With
+  // p.tiles_ready only the activations (H, written by the launch just before)
+  // do: the tile fields, the first weight super-steps and the epilogue's
+  // operands are loaded first, so they overlap the previous kernel's tail.
+  if (!p.tiles_ready) pdl_wait();
   pdl_launch_dependents();
   // The tile lists hold gridDim.y entries, so the tile's fields can be read
   // alongside the count (one memory latency before the first weight load).
@@ -230,6 +234,7 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
     for (int nt = 0; nt < NT; ++nt) swapab_gamma_pair<ROUTER_WEIGHT>(p, row_begin + nt * 8, row_end, q, gamma2[nt]);
   }
 
+  if (p.tiles_ready) pdl_wait();
   for (int s = s_begin; s < s_end; s += DEPTH) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {

@@ -28,6 +28,9 @@ struct GroupedGemmParams {
   int n, k, top_k;
   float act_alpha, act_limit;
   int wait_at_exit;          // mxfp4_wgmma split-tail launch: griddepcontrol.wait before exiting, not at the start
+  int tiles_ready;           // MXFP4 decode: the tile lists, sorted_route, weights, bias and gamma were complete
+                             // before the previous launch on the stream started (down right after gate_up in
+                             // MoeLayer::run): read them, and issue the first weight loads, before griddepcontrol.wait
 };
 
 // Bytes per weight row in the shared scale table: the row's K/32 scales plus up

@@ -33,6 +33,7 @@ struct GroupedGemmParamsArg {
   int n, k, top_k;
   float act_alpha, act_limit;
   int wait_at_exit;
+  int tiles_ready;
 };
 struct CombineParamsArg {
   const void* y;

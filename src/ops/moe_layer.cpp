@@ -234,8 +234,14 @@ void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
 }
 
 namespace {
+// tiles_ready: the launch just before this one on the stream is this layer
+// call's gate_up (MoeLayer::run), so the tile lists, sorted_route and the
+// router weights were complete before it started: the MXFP4 decode kernel
+// reads them and issues its first weight loads before griddepcontrol.wait.
+// The public down() cannot know what was launched before it, so it passes false.
 void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, const Target& target,
-              const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v, CUstream stream) {
+              const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v, CUstream stream,
+              bool tiles_ready = false) {
   const bool gate_up = op == OpKind::gate_up;
   const std::uint32_t bucket = round_up_tokens(a.num_tokens);
   const SpecKey key = ops::gemm_key(op, s, quant, bucket, target);
@@ -280,6 +286,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   p.top_k = static_cast<int>(s.top_k);
   p.act_alpha = key.act_alpha;
   p.act_limit = key.act_limit;
+  p.tiles_ready = tiles_ready ? 1 : 0;
   const std::uint32_t tiles = ops::max_m_tiles(R, s.experts, c.bm());
   if (tiles > 65535)
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
@@ -303,6 +310,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     tp.tile_row_end = ptr<const int>(v.tail_tiles[2]);
     tp.num_tiles = ptr<const int>(v.tail_tiles[3]);
     tp.wait_at_exit = 1;
+    tp.tiles_ready = 0;
     launch(tk, ceil_div(key.n, tc.bn()), static_cast<unsigned>(std::min<std::uint64_t>(s.experts, R)), &tp, stream);
   }
 }
@@ -405,7 +413,13 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
 void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
   route(a, stream);
   gate_up(w, a, stream);
-  down(w, a, stream);
+  if (ops::is_fp8(quant_)) {
+    down(w, a, stream);
+  } else {
+    check_args(a);
+    if (a.num_tokens != 0)
+      run_gemm(runtime_, OpKind::down, shape_, quant_, target_, w, a, workspace_view(a), stream, /*tiles_ready=*/true);
+  }
   combine(a, stream);
 }
 
