@@ -22,6 +22,13 @@
 //   NT     : n8 token tiles per m-tile (BM = 8 * NT routed rows of one expert)
 //   DEPTH  : super-steps of weights in flight per warp (registers: 20 * MW per step)
 //   CTAS   : resident CTAs per SM asked of ptxas (caps registers at 64K / (CTAS * threads))
+//   XS     : 0, or (NT = 1) the tile's activation rows are staged once per CTA in
+//            dynamic shared memory, at most XS rows (host: min(8, bucket * top_k)),
+//            each S * 256 k long (zeros past K) in B-fragment order (x_pairs
+//            applied once), pitch S * 512 + 16 bytes, 16-byte groups swizzled
+//            (xs_unit) so a warp's fragment loads are free of bank conflicts.
+//            The loop then reads one 16-byte shared load per weight word instead
+//            of a 16-byte global load, four byte permutes and a k predicate.
 //   (derived) PREFETCH = NT == 1: the epilogue's bias and router weights are
 //            loaded before the weight loop (two token tiles: in the epilogue,
 //            ~25 registers fewer)
@@ -34,8 +41,13 @@
 
 namespace moejit {
 
-template <int WN, int KW, int MW, int NT, int DEPTH, int CTAS, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT,
-          bool OUT_F32>
+// 16-byte unit of staged activation group gi (8 k, B-fragment order) in its
+// row: lanes q and q + 2 of a fragment load read groups 8 apart, which without
+// the swap would share banks (XS above).
+__device__ __forceinline__ u32 xs_unit(u32 gi) { return gi ^ (((gi >> 3) & 1u) << 1); }
+
+template <int WN, int KW, int MW, int NT, int DEPTH, int CTAS, int XS, int ACT, int BIAS, bool GATHER,
+          bool ROUTER_WEIGHT, bool OUT_F32>
 __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
   constexpr int kSuper = 256;
   // The tile schedule and the activations come from earlier launches. With
@@ -124,6 +136,8 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
     seg_next = (int)(((i64)S * (seg + 1)) / KSEG);
   };
 
+  u32 xs_lane[2] = {0u, 0u};  // XS: [j < 2, j >= 2] shared address of the lane's groups at k = 0 (set below)
+
   // Register ring: [slot][group][half][chunk] 16 bytes of weights + 1 scale byte.
   u32 wbuf[DEPTH][MW][2][2][4];
   u32 sbuf[DEPTH][MW][2][2];
@@ -184,9 +198,14 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           // Past K the weights are zero; the activations must be too (0 * Inf).
-          u32 x[4] = {0u, 0u, 0u, 0u}, b[4];
-          if (k_ok) ldg_v4(x_row[nt] + ((u32)s * kSuper + 128u * c + 8u * j), x);
-          x_pairs(x, b);
+          u32 b[4];
+          if (XS > 0) {
+            lds128(xs_lane[j >> 1] + (u32)s * 512u + 256u * c + 16u * j, b[0], b[1], b[2], b[3]);
+          } else {
+            u32 x[4] = {0u, 0u, 0u, 0u};
+            if (k_ok) ldg_v4(x_row[nt] + ((u32)s * kSuper + 128u * c + 8u * j), x);
+            x_pairs(x, b);
+          }
 #pragma unroll
           for (int mw = 0; mw < MW; ++mw) mma_word(acc[c][mw][nt], a[mw][0], a[mw][1], b);
         }
@@ -235,6 +254,36 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
   }
 
   if (p.tiles_ready) pdl_wait();
+
+  // XS: stage the tile's activation rows (x_pairs order, zeros past K) once;
+  // the lane then reads its B pairs with one shared load per weight word.
+  extern __shared__ __align__(16) u8 xs_smem[];
+  const u32 xs_pitch = (u32)S * 512u + 16u;
+  if (XS > 0) {
+    static_assert(XS == 0 || NT == 1, "staged activations need one n8 token tile");
+    const int tile_rows = row_end - row_begin < XS ? row_end - row_begin : XS;
+    const u32 base = smem_addr(xs_smem);
+    const int groups = S * 32;
+    for (int r = 0; r < tile_rows; ++r) {
+      const int rr = row_begin + r;
+      const i64 src = GATHER ? (i64)(p.sorted_route[rr] / p.top_k) : (i64)rr;
+      const u16* xr = p.a + src * p.a_row_stride;
+      for (int gi = threadIdx.x; gi < groups; gi += 32 * WN * KW) {
+        u32 x[4] = {0u, 0u, 0u, 0u}, b[4];
+        if (gi * 8 < K) ldg_v4(xr + 8 * gi, x);
+        x_pairs(x, b);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(base + r * xs_pitch + 16u * xs_unit((u32)gi)),
+                     "r"(b[0]), "r"(b[1]), "r"(b[2]), "r"(b[3]));
+      }
+    }
+    __syncthreads();
+    // Column g of the tile is row g (a padding column reads row 0). Group
+    // 32 s + 16 c + 4 q + j sits at unit 32 s + 16 c + 4 q + (j ^ 2 (q >> 1)).
+    const u32 row_base = base + (u32)(g < tile_rows ? g : 0) * xs_pitch + 64u * q;
+    const u32 jx = 32u * (q >> 1);  // 16 bytes * (2 (q >> 1))
+    xs_lane[0] = row_base + jx;     // j = 0, 1: unit j + 2 (q >> 1)
+    xs_lane[1] = row_base - jx;     // j = 2, 3: unit j - 2 (q >> 1)
+  }
   for (int s = s_begin; s < s_end; s += DEPTH) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {

@@ -29,7 +29,8 @@ int GemmConfig::threads() const {
 }
 
 std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
-  if (kernel == GemmKernel::mxfp4_decode) return 0;  // the K-split reduction buffer is static
+  // Decode: the staged activation rows (the K-split reduction buffer is static).
+  if (kernel == GemmKernel::mxfp4_decode) return static_cast<std::uint32_t>(xs) * ((k + 255) / 256 * 512 + 16);
   if (kernel == GemmKernel::mxfp4_wgmma)  // kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, "Shared memory"
     return 1024 + stages * (bm() * 128 + bn() * 32) + 2 * bn() * 128 + bn() * (((k / 32 + 3) + 3) & ~3u);
   const std::uint32_t a = bm() * kBK * 2;
@@ -48,7 +49,7 @@ std::string GemmConfig::to_string() const {
     return std::string("kernel=mxfp4_decode") +
            " bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(wn) + "x" +
            std::to_string(kw) + " mw=" + std::to_string(mw) + " nt=" + std::to_string(nt) +
-           " depth=" + std::to_string(depth) + " ctas=" + std::to_string(ctas);
+           " depth=" + std::to_string(depth) + " ctas=" + std::to_string(ctas) + " xs=" + std::to_string(xs);
   return "kernel=x_operand_a bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
          "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
          " stages=" + std::to_string(stages) + " splits=" + std::to_string(splits) + " k_tail=" + (k_tail ? "1" : "0");
@@ -94,8 +95,9 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
       e.field = item.substr(dot + 1, eq - dot - 1);
       // Only the fields each kernel takes: any other would be a silent no-op.
       const bool decode_field = e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" ||
-                                e.field == "depth" || e.field == "ctas";
+                                e.field == "depth" || e.field == "ctas" || e.field == "xs";
       const bool prefill_flag = e.field == "st";
+      const bool decode_flag = e.field == "xs";
       const bool prefill_field = e.field == "wg" || e.field == "stages" || e.field == "depth" || prefill_flag;
       ok = (kind == "decode" && decode_field) || (kind == "prefill" && prefill_field);
       std::size_t used = 0;
@@ -105,12 +107,13 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
         ok = false;
       }
       ok = ok && used == item.size() - eq - 1 &&
-           (prefill_flag && kind == "prefill" ? e.value == 0 || e.value == 1 : e.value >= 1 && e.value <= 16);
+           ((prefill_flag && kind == "prefill") || (decode_flag && kind == "decode") ? e.value == 0 || e.value == 1
+                                                                                      : e.value >= 1 && e.value <= 16);
     }
     if (!ok)
       throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
                             "': expected decode.<f>=<n> (f in wn|kw|mw|nt|depth|ctas) or prefill.<f>=<n> (f in "
-                            "wg|stages|depth), n in 1..16, or prefill.st=<0|1>");
+                            "wg|stages|depth), n in 1..16, or decode.xs=<0|1> or prefill.st=<0|1>");
     out.push_back(e);
     at = end + 1;
   }
@@ -137,6 +140,11 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
       changed = true;
       continue;
     }
+    if (e.field == "xs") {
+      c.xs = e.value;  // a flag here; staged_rows() turns it into rows
+      changed = true;
+      continue;
+    }
     int& f = e.field == "wn" ? c.wn : e.field == "kw" ? c.kw : e.field == "mw" ? c.mw : e.field == "nt" ? c.nt
              : e.field == "ctas" ? c.ctas
              : e.field == "depth" ? c.depth : e.field == "wg" ? c.wg : c.stages;
@@ -151,6 +159,18 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
          c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
   if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +
                                  std::to_string(key.k));
+}
+
+// Decode, one n8 token tile: the activation rows a CTA stages in shared memory
+// (kernel parameter XS). A tile holds one expert's rows, at most 8 and at most
+// bucket * top_k (a token may route to one expert more than once). Off above
+// 32 KB per CTA: four CTAs per SM then keep more than 100 KB of L1 for the
+// weights' scale bytes.
+int staged_rows(const SpecKey& key, const GemmConfig& c) {
+  if (c.nt != 1) return 0;
+  const std::uint64_t rows = std::min<std::uint64_t>(8, std::uint64_t(key.token_bucket) * key.top_k);
+  const std::uint64_t bytes = rows * ((key.k + 255) / 256 * 512 + 16);
+  return bytes <= 32 * 1024 ? static_cast<int>(rows) : 0;
 }
 
 // MXFP4 weights as the MMA's A operand (kernels/grouped_gemm_mxfp4_*_sm90.cuh).
@@ -179,7 +199,9 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     c.kw = 1;
     while (c.kw < 4 && kseg % (c.kw * 2) == 0 && groups * c.kw < want_warps) c.kw *= 2;
     c.wn = 4 / c.kw;
+    c.xs = 1;
     apply_tune(c, key);
+    c.xs = c.xs != 0 ? staged_rows(key, c) : 0;
     return c;
   }
   // Prefill: tensor bound. wgmma on 64 * wg routed rows x 128 weight rows; the

@@ -32,6 +32,11 @@ struct GemmConfig {
   // resident CTAs per SM asked of ptxas (__launch_bounds__ minimum: it caps
   // the registers at 64K / (ctas * threads)); 1 = no cap.
   int wn = 4, kw = 1, mw = 2, nt = 1, depth = 2, ctas = 1;
+  // mxfp4_decode with nt = 1: activation rows staged once per CTA in shared
+  // memory (kernel parameter XS, at most min(8, bucket * top_k) rows of
+  // ceil(K / 256) * 512 + 16 bytes); 0 = read through L1 in the loop.
+  // MOEJIT_GEMM_TUNE decode.xs=0 turns it off.
+  int xs = 0;
   // mxfp4_wgmma with wg = 2: an expert's last 1..64 rows may run as a
   // one-warpgroup tile (ops::split_tail_bucket); MOEJIT_GEMM_TUNE prefill.st=0 turns it off.
   bool split_tail = false;
@@ -49,7 +54,7 @@ struct GemmConfig {
 // wgmma configuration.
 struct GemmTune {
   bool decode = true;  // decode (mxfp4_decode) or prefill (mxfp4_wgmma)
-  std::string field;   // decode: wn, kw, mw, nt, depth or ctas; prefill: wg, stages or depth
+  std::string field;   // decode: wn, kw, mw, nt, depth, ctas or xs (0/1); prefill: wg, stages, depth or st (0/1)
   int value = 0;       // 1..16
 };
 // Parses comma-separated items. Throws InvalidArgument naming the first bad item.
