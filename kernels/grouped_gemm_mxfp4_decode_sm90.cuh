@@ -9,7 +9,9 @@
 // loads its weights straight into registers (16 bytes per lane per row, the
 // four lanes of a row covering 64 contiguous bytes per load), DEPTH super-steps ahead,
 // with no shared memory ring and no CTA barrier in the loop: a warp waits only
-// for its own loads. Activations (up to 8 * NT rows per tile) are read through L1.
+// for its own loads. Activations (up to 8 * NT rows per tile) are read through
+// L1, or (XS) staged once per CTA in shared memory, which frees the registers
+// that let six CTAs per SM fit (CTAS).
 // The warps of a CTA may split K; their partial sums are reduced through
 // shared memory in warp order, so results are deterministic and every key
 // always runs the same reduction.
@@ -21,7 +23,9 @@
 //   MW     : 16-row weight groups per warp
 //   NT     : n8 token tiles per m-tile (BM = 8 * NT routed rows of one expert)
 //   DEPTH  : super-steps of weights in flight per warp (registers: 20 * MW per step)
-//   CTAS   : resident CTAs per SM asked of ptxas (caps registers at 64K / (CTAS * threads))
+//   CTAS   : resident CTAs per SM asked of ptxas (caps registers at 64K / (CTAS * threads));
+//            6 with XS (80 registers, no spill): at small T the CTAs' lives are
+//            latency chains, so the number of waves sets the time
 //   XS     : 0, or (NT = 1) the tile's activation rows are staged once per CTA in
 //            dynamic shared memory, at most XS rows (host: min(8, bucket * top_k)),
 //            each S * 256 k long (zeros past K) in B-fragment order (x_pairs
@@ -29,6 +33,8 @@
 //            (xs_unit) so a warp's fragment loads are free of bank conflicts.
 //            The loop then reads one 16-byte shared load per weight word instead
 //            of a 16-byte global load, four byte permutes and a k predicate.
+//            Alone that measured no faster (gpt-oss T = 1: 96 registers, 5 CTAs
+//            per SM, the same number of waves); its value is the 80-register fit.
 //   (derived) PREFETCH = NT == 1: the epilogue's bias and router weights are
 //            loaded before the weight loop (two token tiles: in the epilogue,
 //            ~25 registers fewer)

@@ -164,8 +164,8 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
 // Decode, one n8 token tile: the activation rows a CTA stages in shared memory
 // (kernel parameter XS). A tile holds one expert's rows, at most 8 and at most
 // bucket * top_k (a token may route to one expert more than once). Off above
-// 32 KB per CTA: four CTAs per SM then keep more than 100 KB of L1 for the
-// weights' scale bytes.
+// 32 KB per CTA, so the six CTAs per SM that staging allows (see ctas below)
+// fit in the SM's 227 KB of shared memory.
 int staged_rows(const SpecKey& key, const GemmConfig& c) {
   if (c.nt != 1) return 0;
   const std::uint64_t rows = std::min<std::uint64_t>(8, std::uint64_t(key.token_bucket) * key.top_k);
@@ -199,9 +199,19 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     c.kw = 1;
     while (c.kw < 4 && kseg % (c.kw * 2) == 0 && groups * c.kw < want_warps) c.kw *= 2;
     c.wn = 4 / c.kw;
+    // Staged activations (XS) take the x registers out of the loop; with them
+    // ptxas fits the kernel in 80 registers without spilling, so 6 CTAs (24
+    // warps) per SM are resident instead of 4. At gpt-oss-120b T = 1 that puts
+    // down's 720 CTAs in one wave and gate_up's 1440 in two instead of three:
+    // layer 43.5 -> 37.8 us queued (5 CTAs: 43.0, no wave saved;
+    // docs/performance.md, seventh session). With K unsplit (kw = 1, the
+    // segment sums held in registers) 80 registers spill 4 bytes: no cap there.
+    // ctas = 0 here means "not tuned".
     c.xs = 1;
+    c.ctas = 0;
     apply_tune(c, key);
     c.xs = c.xs != 0 ? staged_rows(key, c) : 0;
+    if (c.ctas == 0) c.ctas = c.xs > 0 && c.kw > 1 ? 6 : 1;
     return c;
   }
   // Prefill: tensor bound. wgmma on 64 * wg routed rows x 128 weight rows; the

@@ -39,6 +39,16 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
           if (c.kernel == ops::GemmKernel::mxfp4_decode) {
             CHECK(c.wn * c.kw == 4);
             CHECK(std::min(4, int((key.k + 255) / 256)) % c.kw == 0);  // kw divides the kernel's K segments
+            // Staged activations: one token tile, every row a tile can hold
+            // (min(8, bucket * top_k)), and six CTAs' worth fits an SM.
+            if (c.xs > 0) {
+              CHECK(c.nt == 1);
+              CHECK(std::uint64_t(c.xs) == std::min<std::uint64_t>(8, std::uint64_t(b) * s.top_k));
+              CHECK(6 * c.smem_bytes(q, key.k) <= 227u * 1024u);
+            }
+            CHECK((c.ctas == 1 || (c.ctas == 6 && c.xs > 0 && c.kw > 1)));
+          } else {
+            CHECK(c.xs == 0);
           }
           CHECK(c.splits >= 1);
           CHECK(c.splits <= ops::kSplitKMax);
@@ -62,6 +72,12 @@ TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuri
       CHECK(dn.splits == 1);
     }
     if (T >= 4096) CHECK(gu.kernel == ops::GemmKernel::mxfp4_wgmma);
+    // T = 1: the four routed rows' activations staged (4 x 6160 bytes), six
+    // CTAs per SM; from T = 2 the 8-row stage (49 KB) is too big for that.
+    CHECK(gu.xs == (T == 1 ? 4 : 0));
+    CHECK(dn.xs == (T == 1 ? 4 : 0));
+    CHECK(gu.ctas == (T == 1 ? 6 : 1));
+    if (T == 1) CHECK(gu.smem_bytes(QuantMode::w4a16_mxfp4, 2880) == 4u * (12 * 512 + 16));
   }
   // A decode down projection with too few warps splits K (Mixtral: 2 experts hit
   // at T = 1); prefill never does.
@@ -149,12 +165,15 @@ TEST_CASE("grouped GEMM config: MOEJIT_GEMM_TUNE items parse, bad ones are named
   CHECK(!t[1].decode);
   CHECK(t[1].field == "stages");
   CHECK(t[2].value == 1);
+  const auto xs = ops::parse_gemm_tune("decode.xs=0");
+  REQUIRE(xs.size() == 1);
+  CHECK((xs[0].decode && xs[0].field == "xs" && xs[0].value == 0));
   const auto st = ops::parse_gemm_tune("prefill.st=0");
   REQUIRE(st.size() == 1);
   CHECK((!st[0].decode && st[0].field == "st" && st[0].value == 0));
   for (const char* bad : {"decode.kw", "decode.kw=0", "decode.kw=17", "decode.kw=2x", "both.kw=2", "decode.tile=2",
                           "decode.kw=2,", "kw=2", "decode.stages=4", "decode.wg=2", "prefill.kw=2", "prefill.ctas=6",
-                          "prefill.st=2", "decode.st=1"})
+                          "prefill.st=2", "decode.st=1", "decode.xs=2", "prefill.xs=1"})
     CHECK_THROWS_WITH(ops::parse_gemm_tune(bad), Catch::Contains("MOEJIT_GEMM_TUNE item"));
   CHECK_THROWS_WITH(ops::parse_gemm_tune("decode.kw=2,prefill.depth=x"), Catch::Contains("'prefill.depth=x'"));
 }
