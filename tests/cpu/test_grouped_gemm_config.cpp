@@ -77,6 +77,9 @@ TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuri
     CHECK(gu.xs == (T == 1 ? 4 : 0));
     CHECK(dn.xs == (T == 1 ? 4 : 0));
     CHECK(gu.ctas == (T == 1 ? 6 : 1));
+    // T = 1: gate_up's 1440 16-row groups in one wave of 6 x 4 warps per SM
+    // with K split in two (2 x 2 warps); down's 720 fit with K in four.
+    if (T == 1) CHECK((gu.kw == 2 && gu.wn == 2 && dn.kw == 4 && dn.wn == 1));
     if (T == 1) CHECK(gu.smem_bytes(QuantMode::w4a16_mxfp4, 2880) == 4u * (12 * 512 + 16));
   }
   // A decode down projection with too few warps splits K (Mixtral: 2 experts hit
