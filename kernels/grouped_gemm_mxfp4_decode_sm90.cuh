@@ -148,33 +148,38 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
   u32 wbuf[DEPTH][MW][2][2][4];
   u32 sbuf[DEPTH][MW][2][2];
   const u32 k_lane = 32u * q;
-  auto load = [&](u32 (&wb)[MW][2][2][4], u32 (&sb)[MW][2][2], int s) {
+  // With XS (activations not in the loop's registers) the weight ring advances
+  // by chunk (below); measured without XS at 4 CTAs per SM it was no faster.
+  constexpr bool CHUNK_RING = XS > 0;
+  // Chunk c (0, 1) of super-step s into a ring slot.
+  auto load_chunk = [&](u32 (&wb)[MW][2][2][4], u32 (&sb)[MW][2][2], int s, int c) {
+    const u32 k = (u32)s * kSuper + k_lane + 128u * c;
 #pragma unroll
     for (int mw = 0; mw < MW; ++mw)
 #pragma unroll
-      for (int half = 0; half < 2; ++half)
+      for (int half = 0; half < 2; ++half) {
+        // A chunk past K (or past this warp's range) has zero weights and
+        // scale 127 (factor 1): a stray 0xFF scale would turn 0 into NaN.
+        if (s < s_end && grp_ok[mw] && k < (u32)K) {
+          ldg_stream_v4(w_row[mw][half] + ((u32)s * (kSuper / 2) + 64u * c), wb[mw][half][c]);
+          sb[mw][half][c] = ldg_u8(s_row[mw][half] + ((u32)s * (kSuper / 32) + 4u * c));
+        } else {
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const u32 k = (u32)s * kSuper + k_lane + 128u * c;
-          // A chunk past K (or past this warp's range) has zero weights and
-          // scale 127 (factor 1): a stray 0xFF scale would turn 0 into NaN.
-          if (s < s_end && grp_ok[mw] && k < (u32)K) {
-            ldg_stream_v4(w_row[mw][half] + ((u32)s * (kSuper / 2) + 64u * c), wb[mw][half][c]);
-            sb[mw][half][c] = ldg_u8(s_row[mw][half] + ((u32)s * (kSuper / 32) + 4u * c));
-          } else {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) wb[mw][half][c][j] = 0u;
-            sb[mw][half][c] = 127u;
-          }
+          for (int j = 0; j < 4; ++j) wb[mw][half][c][j] = 0u;
+          sb[mw][half][c] = 127u;
         }
+      }
+  };
+  auto load = [&](u32 (&wb)[MW][2][2][4], u32 (&sb)[MW][2][2], int s) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) load_chunk(wb, sb, s, c);
   };
   // One super-step. FAST: every E8M0 byte of the warp's step is <= 128, so one
   // bf16x2 multiply per pair applies the whole scale; otherwise the second
   // factor (e8m0_to_e2m1_factors) follows where needed. The two copies give
   // identical bits wherever both apply (2^(s-1) is the same first factor).
-  auto compute = [&](const u32 (&wb)[MW][2][2][4], const u32 (&sb)[MW][2][2], int s, bool fast) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
+  auto compute_chunk = [&](const u32 (&wb)[MW][2][2][4], const u32 (&sb)[MW][2][2], int s, int c, bool fast) {
+    {
       const u32 k = (u32)s * kSuper + k_lane + 128u * c;
       const bool k_ok = k < (u32)K;
       u32 f1[MW][2], f2[MW][2];
@@ -217,6 +222,19 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
         }
       }
     }
+  };
+  auto compute = [&](const u32 (&wb)[MW][2][2][4], const u32 (&sb)[MW][2][2], int s, bool fast) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) compute_chunk(wb, sb, s, c, fast);
+  };
+  // Any E8M0 byte above 128 in chunk c of the warp's step: the slow copy of the chunk.
+  auto chunk_is_fast = [&](const u32 (&sb)[MW][2][2], int c) {
+    u32 big = 0u;
+#pragma unroll
+    for (int mw = 0; mw < MW; ++mw)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) big |= e8m0_big_bit(sb[mw][half][c]);
+    return !__any_sync(0xffffffffu, big != 0u);
   };
   // Any E8M0 byte above 128 in the warp's step: the slow copy of the step.
   auto step_is_fast = [&](const u32 (&sb)[MW][2][2]) {
@@ -294,11 +312,25 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
       if (s + d < s_end) {
-        if (step_is_fast(sbuf[d]))
-          compute(wbuf[d], sbuf[d], s + d, true);
-        else
-          compute(wbuf[d], sbuf[d], s + d, false);
-        load(wbuf[d], sbuf[d], s + d + DEPTH);
+        if (CHUNK_RING) {
+          // The ring advances one 32-k chunk at a time: chunk c of the step
+          // DEPTH ahead is loaded as soon as chunk c is consumed, so the next
+          // weights are in flight while chunk 1 is computed.
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            if (chunk_is_fast(sbuf[d], c))
+              compute_chunk(wbuf[d], sbuf[d], s + d, c, true);
+            else
+              compute_chunk(wbuf[d], sbuf[d], s + d, c, false);
+            load_chunk(wbuf[d], sbuf[d], s + d + DEPTH, c);
+          }
+        } else {
+          if (step_is_fast(sbuf[d]))
+            compute(wbuf[d], sbuf[d], s + d, true);
+          else
+            compute(wbuf[d], sbuf[d], s + d, false);
+          load(wbuf[d], sbuf[d], s + d + DEPTH);
+        }
         if (s + d + 1 == seg_next) flush();
       }
     }
