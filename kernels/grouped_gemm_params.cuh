@@ -31,6 +31,16 @@ struct GroupedGemmParams {
   int tiles_ready;           // MXFP4 decode: the tile lists, sorted_route, weights, bias and gamma were complete
                              // before the previous launch on the stream started (down right after gate_up in
                              // MoeLayer::run): read them, and issue the first weight loads, before griddepcontrol.wait
+  // MXFP4 decode with FR (<= 32 routes): every warp routes topk_ids itself;
+  // warp 0 of gate_up's CTA (0, 0) writes the routing outputs (the layer then
+  // launches no routing kernel). Same ranges as kernels/moe_routing.cuh, rows
+  // of one expert in route order.
+  const int* topk_ids;       // [num_routes]
+  int num_routes, num_experts;
+  int* route_expert_offsets; // [E + 1]
+  int* route_sorted_route;   // [num_routes]
+  int* route_route_row;      // [num_routes]
+  int* route_tiles[4];       // tile_expert, tile_row_begin, tile_row_end [max m-tiles], num_tiles [1] (8-row tiles)
 };
 
 // Bytes per weight row in the shared scale table: the row's K/32 scales plus up

@@ -145,6 +145,8 @@ class MoeLayer {
 
  private:
   void check_args(const MoeLayerArgs& args) const;
+  // Both GEMMs of this call route topk_ids themselves (MXFP4 decode, <= 32 routes).
+  bool fused_route(const MoeLayerArgs& args) const;
   // m-tile height (routed rows per tile) of op's kernel for a token bucket.
   int tile_bm(OpKind op, std::uint32_t bucket) const;
   Runtime& runtime_;

@@ -49,7 +49,8 @@ std::string GemmConfig::to_string() const {
     return std::string("kernel=mxfp4_decode") +
            " bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(wn) + "x" +
            std::to_string(kw) + " mw=" + std::to_string(mw) + " nt=" + std::to_string(nt) +
-           " depth=" + std::to_string(depth) + " ctas=" + std::to_string(ctas) + " xs=" + std::to_string(xs);
+           " depth=" + std::to_string(depth) + " ctas=" + std::to_string(ctas) + " xs=" + std::to_string(xs) +
+           " fr=" + (fr ? "1" : "0");
   return "kernel=x_operand_a bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
          "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
          " stages=" + std::to_string(stages) + " splits=" + std::to_string(splits) + " k_tail=" + (k_tail ? "1" : "0");
@@ -95,9 +96,9 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
       e.field = item.substr(dot + 1, eq - dot - 1);
       // Only the fields each kernel takes: any other would be a silent no-op.
       const bool decode_field = e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" ||
-                                e.field == "depth" || e.field == "ctas" || e.field == "xs";
+                                e.field == "depth" || e.field == "ctas" || e.field == "xs" || e.field == "fr";
       const bool prefill_flag = e.field == "st";
-      const bool decode_flag = e.field == "xs";
+      const bool decode_flag = e.field == "xs" || e.field == "fr";
       const bool prefill_field = e.field == "wg" || e.field == "stages" || e.field == "depth" || prefill_flag;
       ok = (kind == "decode" && decode_field) || (kind == "prefill" && prefill_field);
       std::size_t used = 0;
@@ -113,7 +114,7 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
     if (!ok)
       throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
                             "': expected decode.<f>=<n> (f in wn|kw|mw|nt|depth|ctas) or prefill.<f>=<n> (f in "
-                            "wg|stages|depth), n in 1..16, or decode.xs=<0|1> or prefill.st=<0|1>");
+                            "wg|stages|depth), n in 1..16, or decode.xs|fr=<0|1> or prefill.st=<0|1>");
     out.push_back(e);
     at = end + 1;
   }
@@ -142,6 +143,11 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
     }
     if (e.field == "xs") {
       c.xs = e.value;  // a flag here; staged_rows() turns it into rows
+      changed = true;
+      continue;
+    }
+    if (e.field == "fr") {
+      c.fr = e.value != 0;
       changed = true;
       continue;
     }
@@ -209,6 +215,7 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // ctas = 0 here means "not tuned".
     c.xs = 1;
     c.ctas = 0;
+    c.fr = true;
     // With six CTAs per SM a wave is 24 * SMs warp-tasks: where the K split
     // above would need a second wave that a split in two avoids, split in two
     // (twice the super-steps per warp, one wave). gpt-oss gate_up T = 1: 720
@@ -222,6 +229,8 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     apply_tune(c, key);
     c.xs = c.xs != 0 ? staged_rows(key, c) : 0;
     if (c.ctas == 0) c.ctas = c.xs > 0 && c.kw > 1 ? 6 : 1;
+    // Fused routing: one warp holds every route (<= 32), one n8 token tile.
+    c.fr = c.fr && c.nt == 1 && std::uint64_t(key.token_bucket) * key.top_k <= 32;
     return c;
   }
   // Prefill: tensor bound. wgmma on 64 * wg routed rows x 128 weight rows; the

@@ -37,6 +37,10 @@ struct GemmConfig {
   // ceil(K / 256) * 512 + 16 bytes); 0 = read through L1 in the loop.
   // MOEJIT_GEMM_TUNE decode.xs=0 turns it off.
   int xs = 0;
+  // mxfp4_decode with nt = 1 and at most 32 routes (bucket * top_k): the kernel
+  // routes topk_ids itself (kernel parameter FR; MoeLayer::run then launches no
+  // routing kernel). MOEJIT_GEMM_TUNE decode.fr=0 turns it off.
+  bool fr = false;
   // mxfp4_wgmma with wg = 2: an expert's last 1..64 rows may run as a
   // one-warpgroup tile (ops::split_tail_bucket); MOEJIT_GEMM_TUNE prefill.st=0 turns it off.
   bool split_tail = false;

@@ -57,7 +57,7 @@ KernelSource generate_grouped_gemm(const SpecKey& key) {
       ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_decode_sm90.cuh"});
       ks.name_expression = "moejit::grouped_gemm_mxfp4_decode_kernel<" + std::to_string(c.wn) + ", " +
                            std::to_string(c.kw) + ", " + std::to_string(c.mw) + ", " + std::to_string(c.nt) + ", " +
-                           std::to_string(c.depth) + ", " + std::to_string(c.ctas) + ", " + std::to_string(c.xs) + ", " +
+                           std::to_string(c.depth) + ", " + std::to_string(c.ctas) + ", " + std::to_string(c.xs) + ", " + (c.fr ? "true" : "false") + ", " +
                            epilogue + ">";
       break;
     case ops::GemmKernel::mxfp4_wgmma:

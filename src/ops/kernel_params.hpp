@@ -34,6 +34,10 @@ struct GroupedGemmParamsArg {
   float act_alpha, act_limit;
   int wait_at_exit;
   int tiles_ready;
+  const int* topk_ids;
+  int num_routes, num_experts;
+  int *route_expert_offsets, *route_sorted_route, *route_route_row;
+  int* route_tiles[4];
 };
 struct CombineParamsArg {
   const void* y;

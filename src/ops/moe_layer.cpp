@@ -194,6 +194,14 @@ void MoeLayer::check_args(const MoeLayerArgs& a) const {
                                                   std::to_string(a.num_tokens));
 }
 
+bool MoeLayer::fused_route(const MoeLayerArgs& a) const {
+  if (a.num_tokens == 0 || quant_ != QuantMode::w4a16_mxfp4) return false;
+  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
+  const bool gu = ops::choose_config(ops::gemm_key(OpKind::gate_up, shape_, quant_, bucket, target_)).fr;
+  const bool dn = ops::choose_config(ops::gemm_key(OpKind::down, shape_, quant_, bucket, target_)).fr;
+  return gu && dn;
+}
+
 void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
   check_args(a);
   if (a.num_tokens == 0) return;
@@ -287,6 +295,15 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   p.act_alpha = key.act_alpha;
   p.act_limit = key.act_limit;
   p.tiles_ready = tiles_ready ? 1 : 0;
+  if (c.fr) {  // the kernel routes topk_ids itself; gate_up's CTA (0, 0) writes route()'s outputs
+    p.topk_ids = ptr<const int>(a.topk_ids);
+    p.num_routes = static_cast<int>(R);
+    p.num_experts = static_cast<int>(s.experts);
+    p.route_expert_offsets = ptr<int>(v.expert_offsets);
+    p.route_sorted_route = ptr<int>(v.sorted_route);
+    p.route_route_row = ptr<int>(v.route_row);
+    for (int i = 0; i < 4; ++i) p.route_tiles[i] = ptr<int>(v.tiles[0][i]);
+  }
   const std::uint32_t tiles = ops::max_m_tiles(R, s.experts, c.bm());
   if (tiles > 65535)
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
@@ -411,7 +428,13 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
 }
 
 void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
-  route(a, stream);
+  // At <= 32 routes the decode kernels route topk_ids themselves (config fr):
+  // no routing kernel, so one host launch fewer precedes gate_up.
+  if (fused_route(a)) {
+    check_args(a);
+  } else {
+    route(a, stream);
+  }
   gate_up(w, a, stream);
   if (ops::is_fp8(quant_)) {
     down(w, a, stream);

@@ -47,8 +47,10 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
               CHECK(6 * c.smem_bytes(q, key.k) <= 227u * 1024u);
             }
             CHECK((c.ctas == 1 || (c.ctas == 6 && c.xs > 0 && c.kw > 1)));
+            if (c.fr) CHECK((c.nt == 1 && std::uint64_t(b) * s.top_k <= 32));
           } else {
             CHECK(c.xs == 0);
+            CHECK(!c.fr);
           }
           CHECK(c.splits >= 1);
           CHECK(c.splits <= ops::kSplitKMax);
@@ -80,6 +82,9 @@ TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuri
     // T = 1: gate_up's 1440 16-row groups in one wave of 6 x 4 warps per SM
     // with K split in two (2 x 2 warps); down's 720 fit with K in four.
     if (T == 1) CHECK((gu.kw == 2 && gu.wn == 2 && dn.kw == 4 && dn.wn == 1));
+    // At <= 32 routes (T <= 8 with top_k 4) both GEMMs route topk_ids themselves.
+    CHECK(gu.fr == (T <= 8));
+    CHECK(dn.fr == (T <= 8));
     if (T == 1) CHECK(gu.smem_bytes(QuantMode::w4a16_mxfp4, 2880) == 4u * (12 * 512 + 16));
   }
   // A decode down projection with too few warps splits K (Mixtral: 2 experts hit
@@ -176,7 +181,7 @@ TEST_CASE("grouped GEMM config: MOEJIT_GEMM_TUNE items parse, bad ones are named
   CHECK((!st[0].decode && st[0].field == "st" && st[0].value == 0));
   for (const char* bad : {"decode.kw", "decode.kw=0", "decode.kw=17", "decode.kw=2x", "both.kw=2", "decode.tile=2",
                           "decode.kw=2,", "kw=2", "decode.stages=4", "decode.wg=2", "prefill.kw=2", "prefill.ctas=6",
-                          "prefill.st=2", "decode.st=1", "decode.xs=2", "prefill.xs=1"})
+                          "prefill.st=2", "decode.st=1", "decode.xs=2", "prefill.xs=1", "decode.fr=2", "prefill.fr=1"})
     CHECK_THROWS_WITH(ops::parse_gemm_tune(bad), Catch::Contains("MOEJIT_GEMM_TUNE item"));
   CHECK_THROWS_WITH(ops::parse_gemm_tune("decode.kw=2,prefill.depth=x"), Catch::Contains("'prefill.depth=x'"));
 }

@@ -176,6 +176,11 @@ TEST_CASE("gpu: routing edge cases (one expert, dropped routes, zero-row experts
     report("zero-row experts", 3, run_and_check(w, in));
   }
   {
+    // 32 routes, some dropped: the decode kernels route topk_ids themselves.
+    const auto in = LayerInputs::make(s, 4, Routing::with_drops, rng);
+    report("-1 routes dropped, routed in the GEMMs", 4, run_and_check(w, in));
+  }
+  {
     MoeLayer layer(gpu_runtime(), s, w.quant);
     const auto in = LayerInputs::make(s, 1, Routing::uniform, rng);
     LayerRun run(layer, in);
