@@ -154,7 +154,8 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const u32 (&a)[4],
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
 // ---- Programmatic dependent launch (sm_90) ------------------------------------
-// The MoE layer launches route -> gate_up -> down -> combine with programmatic
+// The MoE layer launches route -> gate_up -> down -> combine (gate_up -> down ->
+// combine where the decode GEMMs route topk_ids themselves) with programmatic
 // stream serialization: a kernel may start while the one before it finishes.
 // Every such kernel calls pdl_wait() before its first read of memory that an
 // earlier launch on the stream writes (and before any write), and
@@ -163,8 +164,9 @@ __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __ex
 // reads and writes was settled before the launch it follows passed its own
 // wait, so it waits only before it exits (see src/ops/moe_layer.cpp). And the
 // MXFP4 decode kernel with p.tiles_ready (down inside MoeLayer::run): its tile
-// lists, weights and epilogue operands predate the launch before it, so only
-// its activation loads wait.
+// lists (or topk_ids), weights and bias predate the launch before it, so only
+// its activation loads (and, with FR, its router weights) wait; a CTA with no
+// tile waits before it exits.
 // Both are no-ops for a launch without the attribute.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }

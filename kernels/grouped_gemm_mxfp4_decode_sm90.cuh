@@ -147,9 +147,10 @@ template <int WN, int KW, int MW, int NT, int DEPTH, int CTAS, int XS, bool FR, 
 __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
   constexpr int kSuper = 256;
   // The tile schedule and the activations come from earlier launches. With
-  // p.tiles_ready only the activations (H, written by the launch just before)
-  // do: the tile fields, the first weight super-steps and the epilogue's
-  // operands are loaded first, so they overlap the previous kernel's tail.
+  // p.tiles_ready (down inside MoeLayer::run) the tile fields (or, with FR,
+  // topk_ids), the first weight super-steps and the bias are loaded before the
+  // wait, so they overlap gate_up's tail; H, and with FR the router weights
+  // (through sorted_route, which gate_up's CTA (0, 0) writes), come after it.
   if (!p.tiles_ready) pdl_wait();
   pdl_launch_dependents();
   static_assert(!FR || NT == 1, "fused routing: one n8 token tile");
@@ -168,7 +169,13 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
     row_begin = p.tile_row_begin[tile];
     row_end = p.tile_row_end[tile];
   }
-  if (tile >= num_tiles) return;
+  // A CTA past the tile count still waits (tiles_ready): were every CTA to
+  // leave unwaited (all routes dropped), this launch could complete before
+  // the one it follows, and the next launch's wait would no longer cover it.
+  if (tile >= num_tiles) {
+    if (p.tiles_ready) pdl_wait();
+    return;
+  }
   const int N = p.n, K = p.k;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wn = warp % WN, wk = warp / WN;
@@ -369,14 +376,21 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
   // prefetched, they cost ~25 registers (152 -> 177) and a resident CTA.
   constexpr bool PREFETCH = NT == 1;
   float bias2[MW][2], gamma2[NT][2];
+  // The router weights go through sorted_route, which with FR is written by
+  // gate_up's CTA (0, 0), the launch just before down: with FR they wait.
+  const bool gamma_after_wait = FR && p.tiles_ready;
   if (PREFETCH) {
 #pragma unroll
     for (int mw = 0; mw < MW; ++mw) swapab_bias_pair<ACT, BIAS>(p, N, expert, n_warp + mw * 16, g, grp_ok[mw], bias2[mw]);
+    if (!gamma_after_wait)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) swapab_gamma_pair<ROUTER_WEIGHT>(p, row_begin + nt * 8, row_end, q, gamma2[nt]);
+      for (int nt = 0; nt < NT; ++nt) swapab_gamma_pair<ROUTER_WEIGHT>(p, row_begin + nt * 8, row_end, q, gamma2[nt]);
   }
 
   if (p.tiles_ready) pdl_wait();
+  if (PREFETCH && gamma_after_wait)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) swapab_gamma_pair<ROUTER_WEIGHT>(p, row_begin + nt * 8, row_end, q, gamma2[nt]);
 
   // XS: stage the tile's activation rows (x_pairs order, zeros past K) once;
   // the lane then reads its B pairs with one shared load per weight word.

@@ -28,9 +28,11 @@ struct GroupedGemmParams {
   int n, k, top_k;
   float act_alpha, act_limit;
   int wait_at_exit;          // mxfp4_wgmma split-tail launch: griddepcontrol.wait before exiting, not at the start
-  int tiles_ready;           // MXFP4 decode: the tile lists, sorted_route, weights, bias and gamma were complete
-                             // before the previous launch on the stream started (down right after gate_up in
-                             // MoeLayer::run): read them, and issue the first weight loads, before griddepcontrol.wait
+  int tiles_ready;           // MXFP4 decode: topk_ids, the routing kernel's tile lists and sorted_route (when it
+                             // ran), the weights and the bias were complete before the previous launch on the
+                             // stream started (down right after gate_up in MoeLayer::run): read the tile fields
+                             // (or route, FR), issue the first weight loads and load the bias before
+                             // griddepcontrol.wait; with FR sorted_route is gate_up's output and waits
   // MXFP4 decode with FR (<= 32 routes): every warp routes topk_ids itself;
   // warp 0 of gate_up's CTA (0, 0) writes the routing outputs (the layer then
   // launches no routing kernel). Same ranges as kernels/moe_routing.cuh, rows

@@ -87,11 +87,18 @@ struct MoeLayerArgs {
 
 // Device views of the routing metadata and intermediates inside a workspace,
 // for callers that run the steps one by one (for example to time each GEMM).
+// The routing metadata is route()'s output; where both GEMMs run the MXFP4
+// decode kernel at <= 32 routes (and <= 256 experts), gate_up routes topk_ids
+// itself and writes all of it too, rows of one expert in route order (run()
+// then launches no routing kernel). Within an expert the row order is not
+// part of the contract either way.
 struct MoeWorkspaceView {
   DevicePtr expert_offsets = 0;  // int32 [E + 1]
   DevicePtr sorted_route = 0;    // int32 [T * top_k]: route id t * top_k + j of each sorted row
   DevicePtr route_row = 0;       // int32 [T * top_k]: sorted row of each route, -1 if dropped
-  DevicePtr tiles[2][4] = {};    // per GEMM (0 gate_up, 1 down), written by route(): int32
+  DevicePtr tiles[2][4] = {};    // per GEMM (0 gate_up, 1 down), written by route() (and, at <= 32
+                                 // routes on the MXFP4 decode kernels, by gate_up itself, which
+                                 // routes topk_ids and rewrites these in route order): int32
                                  // tile_expert, tile_row_begin, tile_row_end [max m-tiles] and
                                  // int32 num_tiles [1]. When both GEMMs use the same m-tile height
                                  // (every configuration today) tiles[1][i] == tiles[0][i]: one list,

@@ -228,9 +228,13 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     }
     apply_tune(c, key);
     c.xs = c.xs != 0 ? staged_rows(key, c) : 0;
-    if (c.ctas == 0) c.ctas = c.xs > 0 && c.kw > 1 ? 6 : 1;
+    // Six CTAs for the heuristic's 128-thread CTAs only: a tuned wider CTA
+    // would get a register cap it cannot meet (or more threads than an SM holds).
+    if (c.ctas == 0) c.ctas = c.xs > 0 && c.kw > 1 && c.threads() == 128 ? 6 : 1;
     // Fused routing: one warp holds every route (<= 32), one n8 token tile.
-    c.fr = c.fr && c.nt == 1 && std::uint64_t(key.token_bucket) * key.top_k <= 32;
+    // At most 256 experts: gate_up's CTA (0, 0) writes expert_offsets [E + 1]
+    // 32 entries per step with a 32-shuffle count each, before its weights.
+    c.fr = c.fr && c.nt == 1 && std::uint64_t(key.token_bucket) * key.top_k <= 32 && key.experts <= 256;
     return c;
   }
   // Prefill: tensor bound. wgmma on 64 * wg routed rows x 128 weight rows; the

@@ -37,7 +37,8 @@ struct GemmConfig {
   // ceil(K / 256) * 512 + 16 bytes); 0 = read through L1 in the loop.
   // MOEJIT_GEMM_TUNE decode.xs=0 turns it off.
   int xs = 0;
-  // mxfp4_decode with nt = 1 and at most 32 routes (bucket * top_k): the kernel
+  // mxfp4_decode with nt = 1, at most 32 routes (bucket * top_k) and at most 256
+  // experts: the kernel
   // routes topk_ids itself (kernel parameter FR; MoeLayer::run then launches no
   // routing kernel). MOEJIT_GEMM_TUNE decode.fr=0 turns it off.
   bool fr = false;
@@ -58,8 +59,8 @@ struct GemmConfig {
 // wgmma configuration.
 struct GemmTune {
   bool decode = true;  // decode (mxfp4_decode) or prefill (mxfp4_wgmma)
-  std::string field;   // decode: wn, kw, mw, nt, depth, ctas or xs (0/1); prefill: wg, stages, depth or st (0/1)
-  int value = 0;       // 1..16
+  std::string field;   // decode: wn, kw, mw, nt, depth, ctas, xs (0/1) or fr (0/1); prefill: wg, stages, depth or st (0/1)
+  int value = 0;       // 1..16, or 0/1 for the flags
 };
 // Parses comma-separated items. Throws InvalidArgument naming the first bad item.
 std::vector<GemmTune> parse_gemm_tune(std::string_view text);

@@ -70,7 +70,8 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
 // Programmatic stream serialization: the kernel may launch before the previous
 // one on the stream finishes; it waits in-kernel (pdl_wait in kernels/common.cuh)
 // before touching memory that launch writes. Hides the launch latency between
-// the layer's four kernels (route and combine are mostly that at T = 1).
+// the layer's kernels (route and combine are mostly that at small T; at <= 32
+// routes the decode GEMMs route themselves and no routing kernel runs).
 void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream, unsigned gz = 1) {
   void* args[] = {params};
   CUlaunchAttribute attr{};
@@ -243,10 +244,13 @@ void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
 
 namespace {
 // tiles_ready: the launch just before this one on the stream is this layer
-// call's gate_up (MoeLayer::run), so the tile lists, sorted_route and the
-// router weights were complete before it started: the MXFP4 decode kernel
-// reads them and issues its first weight loads before griddepcontrol.wait.
-// The public down() cannot know what was launched before it, so it passes false.
+// call's gate_up (MoeLayer::run), so topk_ids, the routing kernel's outputs
+// (when it ran) and the weights were complete before it started: the MXFP4
+// decode kernel reads its tile fields (or routes, FR), issues its first weight
+// loads and loads the bias before griddepcontrol.wait. With FR, gate_up writes
+// sorted_route, so the router weights (read through it) wait (the kernel's
+// gamma_after_wait). The public down() cannot know what was launched before
+// it, so it passes false.
 void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, const Target& target,
               const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v, CUstream stream,
               bool tiles_ready = false) {
@@ -430,11 +434,8 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
 void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
   // At <= 32 routes the decode kernels route topk_ids themselves (config fr):
   // no routing kernel, so one host launch fewer precedes gate_up.
-  if (fused_route(a)) {
-    check_args(a);
-  } else {
-    route(a, stream);
-  }
+  check_args(a);
+  if (!fused_route(a)) route(a, stream);
   gate_up(w, a, stream);
   if (ops::is_fp8(quant_)) {
     down(w, a, stream);

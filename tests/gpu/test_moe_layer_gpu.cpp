@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -222,4 +223,55 @@ TEST_CASE("gpu: bad arguments are rejected with the parameter named", "[gpu][lay
   MoeWeights dw = w.device();
   dw.w1_scales = 0;
   CHECK_THROWS_WITH(layer.run(dw, run.args, nullptr), Catch::Contains("w1_scales"));
+}
+
+// At <= 32 routes the MXFP4 decode GEMMs route topk_ids themselves (config fr)
+// and run() launches no routing kernel; the steps called one by one run the
+// routing kernel first and then the same GEMMs, which rewrite its outputs in
+// route order. Both must give the same bits, including dropped routes.
+TEST_CASE("gpu: run() at <= 32 routes (routing in the GEMMs) equals the steps one by one", "[gpu][layer]") {
+  const MoeLayerShape s = gpt_oss_120b_shape();
+  const LayerWeights& w = weights("gpt-oss-120b", s, QuantMode::w4a16_mxfp4);
+  MoeLayer layer(gpu_runtime(), s, w.quant);
+  ref::TestRng rng(23);
+  for (std::uint32_t T : {1u, 3u, 8u}) {
+    for (Routing routing : {Routing::uniform, Routing::with_drops}) {
+      const auto in = LayerInputs::make(s, T, routing, rng);
+      LayerRun fused(layer, in), steps(layer, in);
+      layer.run(w.device(), fused.args, nullptr);
+      layer.route(steps.args, nullptr);
+      layer.gate_up(w.device(), steps.args, nullptr);
+      layer.down(w.device(), steps.args, nullptr);
+      layer.combine(steps.args, nullptr);
+      device_sync();
+      const auto a = fused.download_out(s), b = steps.download_out(s);
+      INFO("T=" << T << " routing=" << int(routing));
+      CHECK(ref::count_nonfinite(a.data(), a.size()) == 0);
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * 2) == 0);
+    }
+  }
+}
+
+// Every route dropped (common under expert parallelism at T = 1) on a
+// workspace that a call with live routes left behind: no tile anywhere, and
+// every token's output is +0 (stale routing metadata must not leak into it).
+TEST_CASE("gpu: all routes dropped after a call with live routes writes zeros", "[gpu][layer]") {
+  const MoeLayerShape s = gpt_oss_120b_shape();
+  const LayerWeights& w = weights("gpt-oss-120b", s, QuantMode::w4a16_mxfp4);
+  MoeLayer layer(gpu_runtime(), s, w.quant);
+  ref::TestRng rng(29);
+  for (std::uint32_t T : {1u, 8u, 64u}) {
+    const auto in = LayerInputs::make(s, T, Routing::uniform, rng);
+    LayerRun run(layer, in);
+    layer.run(w.device(), run.args, nullptr);
+    device_sync();
+    const std::vector<std::int32_t> dropped(std::size_t(T) * s.top_k, -1);
+    run.ids.upload(dropped.data(), dropped.size() * 4);
+    run.out.fill_bytes(0xFF);
+    layer.run(w.device(), run.args, nullptr);
+    device_sync();
+    const auto o = run.download_out(s);
+    INFO("T=" << T);
+    CHECK(std::all_of(o.begin(), o.end(), [](std::uint16_t v) { return v == 0; }));
+  }
 }

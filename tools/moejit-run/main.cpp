@@ -8,7 +8,8 @@
 //               the host's latency to submit the first launch (~4 us on the
 //               H200 machine, docs/benchmarks: cuLaunchKernel alone).
 //   queued_us : the same with the stream held by a 100 us kernel first
-//               (stream_hold.hpp), so the four launches are queued before the
+//               (stream_hold.hpp), so the layer's launches (four, or three where the
+//               decode GEMMs route themselves) are queued before the
 //               first event: the GPU's execution of the layer alone, what a
 //               serving engine sees when it enqueues ahead or replays a graph.
 // The bandwidth, TFLOP/s and floor columns use time_us.
