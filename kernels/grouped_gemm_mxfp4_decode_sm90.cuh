@@ -388,6 +388,12 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
   }
 
   if (p.tiles_ready) pdl_wait();
+  // The activation loads (ldg_v4: asm without a memory operand, which the
+  // compiler may move) take their addresses from here, after the wait.
+  const u16* a_base = p.a;
+  asm volatile("" : "+l"(a_base)::"memory");
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) asm volatile("" : "+l"(x_row[nt])::"memory");
   if (PREFETCH && gamma_after_wait)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) swapab_gamma_pair<ROUTER_WEIGHT>(p, row_begin + nt * 8, row_end, q, gamma2[nt]);
@@ -406,7 +412,7 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
       const i64 src = FR && GATHER ? (i64)__shfl_sync(0xffffffffu, fr_src, 4 * r)
                       : GATHER     ? (i64)(p.sorted_route[rr] / p.top_k)
                                    : (i64)rr;
-      const u16* xr = p.a + src * p.a_row_stride;
+      const u16* xr = a_base + src * p.a_row_stride;
       for (int gi = threadIdx.x; gi < groups; gi += 32 * WN * KW) {
         u32 x[4] = {0u, 0u, 0u, 0u}, b[4];
         if (gi * 8 < K) ldg_v4(xr + 8 * gi, x);
