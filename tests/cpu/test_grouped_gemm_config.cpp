@@ -59,6 +59,11 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
             CHECK(std::uint64_t(b) * s.top_k <= ops::kSplitKMaxRows);
           }
           CHECK(c.k_tail == (key.k % 64 != 0));
+          // MoeLayer::run relies on both GEMMs of a bucket agreeing on fused
+          // routing: a gate_up that routes itself rewrites the tile lists that
+          // a non-fused down would read before its PDL wait.
+          if (op == OpKind::down)
+            CHECK(c.fr == ops::choose_config(ops::gemm_key(OpKind::gate_up, s, q, b, Target{})).fr);
         }
 }
 
