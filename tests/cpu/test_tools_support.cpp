@@ -70,6 +70,12 @@ TEST_CASE("exit_code_for maps exception types to the documented exit codes", "[t
   CHECK(exit_code_for(Error("x")) == ExitCode::failed);
   CHECK(exit_code_for(std::runtime_error("x")) == ExitCode::failed);
   CHECK(one_line(Error("first line:\nsecond")) == "first line");
+  CHECK(one_line(Error("single")) == "single");
+  // A compiler log: the header and the first line that names an error.
+  CHECK(one_line(Error("NVRTC compile failed:\nNVRTC_ERROR_COMPILATION\nmoejit_kernel.cu(635): error: identifier "
+                       "\"xs_lane\" is undefined\n   lds128(...);\n1 error detected\n")) ==
+        "NVRTC compile failed: moejit_kernel.cu(635): error: identifier \"xs_lane\" is undefined");
+  CHECK(one_line(std::string_view("a\n\n  b error:  \n")) == "a: b error");
 }
 
 TEST_CASE("check_cache_dir_usable creates the directory and rejects a file", "[tools]") {

@@ -54,9 +54,8 @@ void print_summary(std::FILE* out, const PrewarmReport& r, const RunContext& ctx
     std::fprintf(out, "failures (%zu):\n", r.failures.size());
     for (std::size_t i = 0; i < r.failures.size() && i < max_failures; ++i) {
       const PrewarmFailure& f = r.failures[i];
-      std::string first = f.message.substr(0, f.message.find('\n'));
       std::fprintf(out, "  [%s] %s\n      %s\n", std::string(to_string(f.kind)).c_str(), f.key_text.c_str(),
-                   first.c_str());
+                   one_line(f.message).c_str());
     }
     if (r.failures.size() > max_failures)
       std::fprintf(out, "  ... %zu more (full messages: --json PATH)\n", r.failures.size() - max_failures);

@@ -22,7 +22,7 @@ struct RunContext {
   std::optional<SealCheckResult> seal_check;
 };
 
-// Prints the table (always) to `out`; failures (key + first line of the
+// Prints the table (always) to `out`; failures (key + tools::one_line of the
 // message, at most `max_failures`) follow it.
 void print_summary(std::FILE* out, const PrewarmReport& report, const RunContext& ctx, std::size_t max_failures = 10);
 
