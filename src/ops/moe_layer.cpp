@@ -439,10 +439,8 @@ void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) 
   gate_up(w, a, stream);
   if (ops::is_fp8(quant_)) {
     down(w, a, stream);
-  } else {
-    check_args(a);
-    if (a.num_tokens != 0)
-      run_gemm(runtime_, OpKind::down, shape_, quant_, target_, w, a, workspace_view(a), stream, /*tiles_ready=*/true);
+  } else if (a.num_tokens != 0) {  // a was checked above
+    run_gemm(runtime_, OpKind::down, shape_, quant_, target_, w, a, workspace_view(a), stream, /*tiles_ready=*/true);
   }
   combine(a, stream);
 }

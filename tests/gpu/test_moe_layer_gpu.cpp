@@ -225,14 +225,22 @@ TEST_CASE("gpu: bad arguments are rejected with the parameter named", "[gpu][lay
   CHECK_THROWS_WITH(layer.run(dw, run.args, nullptr), Catch::Contains("w1_scales"));
 }
 
+// The gpt-oss-120b MXFP4 layer of the tests below (members in this order).
+struct GptOssMxfp4Layer {
+  MoeLayerShape s = gpt_oss_120b_shape();
+  const LayerWeights& w = weights("gpt-oss-120b", s, QuantMode::w4a16_mxfp4);
+  MoeLayer layer{gpu_runtime(), s, w.quant};
+};
+
 // At <= 32 routes the MXFP4 decode GEMMs route topk_ids themselves (config fr)
 // and run() launches no routing kernel; the steps called one by one run the
 // routing kernel first and then the same GEMMs, which rewrite its outputs in
 // route order. Both must give the same bits, including dropped routes.
 TEST_CASE("gpu: run() at <= 32 routes (routing in the GEMMs) equals the steps one by one", "[gpu][layer]") {
-  const MoeLayerShape s = gpt_oss_120b_shape();
-  const LayerWeights& w = weights("gpt-oss-120b", s, QuantMode::w4a16_mxfp4);
-  MoeLayer layer(gpu_runtime(), s, w.quant);
+  const GptOssMxfp4Layer g;
+  const MoeLayerShape& s = g.s;
+  const LayerWeights& w = g.w;
+  const MoeLayer& layer = g.layer;
   ref::TestRng rng(23);
   for (std::uint32_t T : {1u, 3u, 8u}) {
     for (Routing routing : {Routing::uniform, Routing::with_drops}) {
@@ -256,9 +264,10 @@ TEST_CASE("gpu: run() at <= 32 routes (routing in the GEMMs) equals the steps on
 // workspace that a call with live routes left behind: no tile anywhere, and
 // every token's output is +0 (stale routing metadata must not leak into it).
 TEST_CASE("gpu: all routes dropped after a call with live routes writes zeros", "[gpu][layer]") {
-  const MoeLayerShape s = gpt_oss_120b_shape();
-  const LayerWeights& w = weights("gpt-oss-120b", s, QuantMode::w4a16_mxfp4);
-  MoeLayer layer(gpu_runtime(), s, w.quant);
+  const GptOssMxfp4Layer g;
+  const MoeLayerShape& s = g.s;
+  const LayerWeights& w = g.w;
+  const MoeLayer& layer = g.layer;
   ref::TestRng rng(29);
   for (std::uint32_t T : {1u, 8u, 64u}) {
     const auto in = LayerInputs::make(s, T, Routing::uniform, rng);
