@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,8 @@ namespace moejit::ops {
 namespace {
 constexpr int kSmCount = 132;  // H200; only shapes the heuristic, never correctness
 constexpr int kBK = 64;
+// Prefill on the weights-as-A wgmma kernel by default.
+constexpr bool kPrefillWa = false;
 }  // namespace
 
 int GemmConfig::bm() const {
@@ -24,13 +27,15 @@ int GemmConfig::bn() const {
   return kernel == GemmKernel::x_operand_a ? 8 * ni * warps_n : 16 * mw * wn;
 }
 int GemmConfig::threads() const {
-  if (kernel == GemmKernel::mxfp4_wgmma) return 128 * wg;
+  if (kernel == GemmKernel::mxfp4_wgmma) return wa ? 256 : 128 * wg;
   return kernel == GemmKernel::x_operand_a ? 32 * warps_m * warps_n : 32 * wn * kw;
 }
 
 std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   // Decode: the staged activation rows (the K-split reduction buffer is static).
   if (kernel == GemmKernel::mxfp4_decode) return static_cast<std::uint32_t>(xs) * ((k + 255) / 256 * 512 + 16);
+  if (kernel == GemmKernel::mxfp4_wgmma && wa)  // kernels/grouped_gemm_mxfp4_wgmma_wa_sm90.cuh, "Shared memory"
+    return 1024 + stages * (bm() * 128 + bn() * 32) + bn() * (((k / 32 + 3) + 3) & ~3u);
   if (kernel == GemmKernel::mxfp4_wgmma)  // kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, "Shared memory"
     return 1024 + stages * (bm() * 128 + bn() * 32) + 2 * bn() * 128 + bn() * (((k / 32 + 3) + 3) & ~3u);
   const std::uint32_t a = bm() * kBK * 2;
@@ -44,7 +49,7 @@ std::string GemmConfig::to_string() const {
   if (kernel == GemmKernel::mxfp4_wgmma)
     return "kernel=mxfp4_wgmma bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " wg=" +
            std::to_string(wg) + " stages=" + std::to_string(stages) + " overlap=" + (depth == 2 ? "1" : "0") +
-           " k_tail=" + (k_tail ? "1" : "0") + " split_tail=" + (split_tail ? "1" : "0");
+           " k_tail=" + (k_tail ? "1" : "0") + " split_tail=" + (split_tail ? "1" : "0") + " wa=" + (wa ? "1" : "0");
   if (kernel != GemmKernel::x_operand_a)
     return std::string("kernel=mxfp4_decode") +
            " bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(wn) + "x" +
@@ -97,7 +102,7 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
       // Only the fields each kernel takes: any other would be a silent no-op.
       const bool decode_field = e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" ||
                                 e.field == "depth" || e.field == "ctas" || e.field == "xs" || e.field == "fr";
-      const bool prefill_flag = e.field == "st";
+      const bool prefill_flag = e.field == "st" || e.field == "wa";
       const bool decode_flag = e.field == "xs" || e.field == "fr";
       const bool prefill_field = e.field == "wg" || e.field == "stages" || e.field == "depth" || prefill_flag;
       ok = (kind == "decode" && decode_field) || (kind == "prefill" && prefill_field);
@@ -114,7 +119,7 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
     if (!ok)
       throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
                             "': expected decode.<f>=<n> (f in wn|kw|mw|nt|depth|ctas) or prefill.<f>=<n> (f in "
-                            "wg|stages|depth), n in 1..16, or decode.xs|fr=<0|1> or prefill.st=<0|1>");
+                            "wg|stages|depth), n in 1..16, or decode.xs|fr=<0|1> or prefill.st|wa=<0|1>");
     out.push_back(e);
     at = end + 1;
   }
@@ -131,6 +136,14 @@ const std::vector<GemmTune>& tune_overrides() {
   return entries;
 }
 
+// MOEJIT_GEMM_TUNE prefill.wa, if given (it sets the ring depth before apply_tune).
+std::optional<bool> prefill_wa_tuned() {
+  std::optional<bool> wa;
+  for (const GemmTune& e : tune_overrides())
+    if (!e.decode && e.field == "wa") wa = e.value != 0;
+  return wa;
+}
+
 void apply_tune(GemmConfig& c, const SpecKey& key) {
   const bool decode = c.kernel == GemmKernel::mxfp4_decode;
   bool changed = false;
@@ -138,6 +151,11 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
     if (e.decode != decode) continue;
     if (e.field == "st") {
       c.split_tail = e.value != 0;
+      changed = true;
+      continue;
+    }
+    if (e.field == "wa") {
+      c.wa = e.value != 0;
       changed = true;
       continue;
     }
@@ -161,7 +179,7 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   // The kernels' contracts (see their tunable blocks).
   const int kseg = std::min(4, static_cast<int>((key.k + 255) / 256));
   const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32 && c.ctas * c.threads() <= 2048)
-                         : c.wg >= 1 && c.wg <= 3 && c.stages >= 3 && (c.depth == 1 || c.depth == 2) &&
+                         : c.wg >= 1 && c.wg <= (c.wa ? 2 : 3) && c.stages >= 3 && (c.depth == 1 || c.depth == 2) &&
          c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
   if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +
                                  std::to_string(key.k));
@@ -254,6 +272,9 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // Shared memory per CTA: stages * (BM * 128 + 4096) + 32 KB + scales: two
   // CTAs per SM (227 KB) with either tile height.
   c.stages = c.wg == 1 ? 4 : 3;
+  // The weights-as-A kernel has no dequantized tile: two more ring stages.
+  c.wa = prefill_wa_tuned().value_or(kPrefillWa);
+  if (c.wa) c.stages += 2;
   // Large K: the scale table (128 * K/32 bytes) takes ring stages, then warpgroups.
   constexpr std::uint32_t kSmemMax = 227u * 1024u;
   while (c.smem_bytes(key.quant, key.k) > kSmemMax && c.stages > 3) --c.stages;

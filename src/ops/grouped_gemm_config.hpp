@@ -45,6 +45,10 @@ struct GemmConfig {
   // mxfp4_wgmma with wg = 2: an expert's last 1..64 rows may run as a
   // one-warpgroup tile (ops::split_tail_bucket); MOEJIT_GEMM_TUNE prefill.st=0 turns it off.
   bool split_tail = false;
+  // mxfp4_wgmma: the weights-as-A kernel (kernels/grouped_gemm_mxfp4_wgmma_wa_sm90.cuh:
+  // weights dequantized into wgmma A registers, 256 threads, wg = 64-row halves
+  // of the routed-row tile; depth is not used). MOEJIT_GEMM_TUNE prefill.wa=0|1.
+  bool wa = false;
   int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each); depth 2 = MMAs overlap the next
                // slice's dequantization, 1 = they retire first
   int bm() const;  // routed rows per m-tile
@@ -59,7 +63,7 @@ struct GemmConfig {
 // wgmma configuration.
 struct GemmTune {
   bool decode = true;  // decode (mxfp4_decode) or prefill (mxfp4_wgmma)
-  std::string field;   // decode: wn, kw, mw, nt, depth, ctas, xs (0/1) or fr (0/1); prefill: wg, stages, depth or st (0/1)
+  std::string field;   // decode: wn, kw, mw, nt, depth, ctas, xs (0/1) or fr (0/1); prefill: wg, stages, depth, st (0/1) or wa (0/1)
   int value = 0;       // 1..16, or 0/1 for the flags
 };
 // Parses comma-separated items. Throws InvalidArgument naming the first bad item.

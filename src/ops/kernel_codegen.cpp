@@ -61,6 +61,13 @@ KernelSource generate_grouped_gemm(const SpecKey& key) {
                            epilogue + ">";
       break;
     case ops::GemmKernel::mxfp4_wgmma:
+      if (c.wa) {
+        ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh",
+                          "grouped_gemm_mxfp4_wgmma_wa_sm90.cuh"});
+        ks.name_expression = "moejit::grouped_gemm_mxfp4_wgmma_wa_kernel<" + std::to_string(c.wg) + ", " +
+                             std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
+        break;
+      }
       ks.source = unit({"grouped_gemm_params.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh"});
       ks.name_expression = "moejit::grouped_gemm_mxfp4_wgmma_kernel<" + std::to_string(c.wg) + ", " +
                            std::to_string(c.stages) + ", " + (c.depth == 2 ? "true" : "false") + ", " + epilogue +

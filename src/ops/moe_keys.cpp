@@ -79,7 +79,7 @@ std::uint32_t split_tail_bucket(const MoeLayerShape& s, QuantMode quant, std::ui
     const SpecKey tg = gemm_key(OpKind::gate_up, s, quant, b, target), td = gemm_key(OpKind::down, s, quant, b, target);
     const GemmConfig ctg = choose_config(tg), ctd = choose_config(td);
     if (ctg.kernel != GemmKernel::mxfp4_wgmma || ctd.kernel != GemmKernel::mxfp4_wgmma) return 0;  // past the wgmma range
-    if (ctg.wg == 1 && ctd.wg == 1 && ctg.k_tail == cg.k_tail && ctd.k_tail == cd.k_tail && td.out_dtype == dn.out_dtype)
+    if (ctg.wg == 1 && ctd.wg == 1 && ctg.wa == cg.wa && ctd.wa == cd.wa && ctg.k_tail == cg.k_tail && ctd.k_tail == cd.k_tail && td.out_dtype == dn.out_dtype)
       return b;
   }
   return 0;
