@@ -33,7 +33,7 @@
 //   STAGES : cp.async ring depth (>= 3; prefetch distance STAGES - 2)
 //   BN = 128 weight rows, BK = 64: two warpgroups of m64, the 128-byte swizzle.
 // Shared memory (bytes): 1024 (alignment) + STAGES * (TH * 64 * 128 + 128 * 32)
-//   + 128 * scale_row_pitch(K). K % 32 == 0; K % 64 == 32 zero-fills the last
+//   + 128 * scale_row_pitch(K) + TH * 64 * 4 (router weights). K % 32 == 0; K % 64 == 32 zero-fills the last
 //   slice (K_TAIL). N % 16 == 0 (a warp's 16 rows are all in or all out).
 
 namespace moejit {
@@ -104,6 +104,14 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
   const u32 x_ring = base;                      // STAGES * X_BYTES
   const u32 wq_ring = x_ring + STAGES * X_BYTES;  // STAGES * WQ_BYTES: ring row 16 w + fr = fragment row fr of warp w
   const u32 s_table = wq_ring + STAGES * WQ_BYTES;  // BN * scale_row_pitch(K), ring-row order
+  // The tile's router weights (BM floats after the scale table): the epilogue
+  // needs one per routed row and n8 block, two dependent global loads each.
+  float* s_gamma = (float*)(smem_raw + (s_table - smem_addr(smem_raw)) + BN * scale_row_pitch(K));
+  if (ROUTER_WEIGHT)
+    for (int i = tid; i < BM; i += THREADS) {
+      const int r = row_begin + i;
+      s_gamma[i] = r < row_end ? p.gamma[p.sorted_route[r]] : 1.f;  // visible after the loop's first barrier
+    }
 
   // Activation loader: X_ITERS 16-byte chunks per thread per slice, gathered
   // once; the source row as a 32-bit index (-1 past the tile's rows), not a
@@ -247,7 +255,8 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
         const int rows = row_begin + 64 * h + 8 * i;
         if (rows >= row_end) continue;
         float gamma2[2];
-        swapab_gamma_pair<ROUTER_WEIGHT>(p, rows, row_end, q, gamma2);
+#pragma unroll
+        for (int t = 0; t < 2; ++t) gamma2[t] = ROUTER_WEIGHT ? s_gamma[64 * h + 8 * i + 2 * q + t] : 1.f;
         const float v[4] = {acc[h][4 * i], acc[h][4 * i + 1], acc[h][4 * i + 2], acc[h][4 * i + 3]};
         swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, L0, rows, row_end, v, bias2, gamma2, g, q);
       }

@@ -35,7 +35,7 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   // Decode: the staged activation rows (the K-split reduction buffer is static).
   if (kernel == GemmKernel::mxfp4_decode) return static_cast<std::uint32_t>(xs) * ((k + 255) / 256 * 512 + 16);
   if (kernel == GemmKernel::mxfp4_wgmma && wa)  // kernels/grouped_gemm_mxfp4_wgmma_wa_sm90.cuh, "Shared memory"
-    return 1024 + stages * (bm() * 128 + bn() * 32) + bn() * (((k / 32 + 3) + 3) & ~3u);
+    return 1024 + stages * (bm() * 128 + bn() * 32) + bn() * (((k / 32 + 3) + 3) & ~3u) + bm() * 4;
   if (kernel == GemmKernel::mxfp4_wgmma)  // kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, "Shared memory"
     return 1024 + stages * (bm() * 128 + bn() * 32) + 2 * bn() * 128 + bn() * (((k / 32 + 3) + 3) & ~3u);
   const std::uint32_t a = bm() * kBK * 2;
@@ -272,9 +272,13 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // Shared memory per CTA: stages * (BM * 128 + 4096) + 32 KB + scales: two
   // CTAs per SM (227 KB) with either tile height.
   c.stages = c.wg == 1 ? 4 : 3;
-  // The weights-as-A kernel has no dequantized tile: two more ring stages.
+  // The weights-as-A kernel has no dequantized tile: the deepest ring that
+  // keeps two CTAs per SM (228 KB per SM, 1 KB reserved per CTA).
   c.wa = prefill_wa_tuned().value_or(kPrefillWa);
-  if (c.wa) c.stages += 2;
+  if (c.wa) {
+    c.stages = 8;
+    while (c.stages > 3 && 2 * (c.smem_bytes(key.quant, key.k) + 1024) > 228u * 1024u) --c.stages;
+  }
   // Large K: the scale table (128 * K/32 bytes) takes ring stages, then warpgroups.
   constexpr std::uint32_t kSmemMax = 227u * 1024u;
   while (c.smem_bytes(key.quant, key.k) > kSmemMax && c.stages > 3) --c.stages;
