@@ -14,8 +14,6 @@ namespace moejit::ops {
 namespace {
 constexpr int kSmCount = 132;  // H200; only shapes the heuristic, never correctness
 constexpr int kBK = 64;
-// Prefill on the weights-as-A wgmma kernel by default.
-constexpr bool kPrefillWa = false;
 }  // namespace
 
 int GemmConfig::bm() const {
@@ -274,7 +272,12 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   c.stages = c.wg == 1 ? 4 : 3;
   // The weights-as-A kernel has no dequantized tile: the deepest ring that
   // keeps two CTAs per SM (228 KB per SM, 1 KB reserved per CTA).
-  c.wa = prefill_wa_tuned().value_or(kPrefillWa);
+  // Measured on gpt-oss-120b (docs/performance.md, eighth session): gate_up
+  // 1042 vs 1162 us at T = 1024, 1207 vs 1273 at T = 2048, 1907 vs 1900-1933 at
+  // T = 4096; down equal at T <= 1024 and slower at T >= 2048 (987 vs 923-935
+  // at T = 4096). An op keeps one kernel over all buckets, so its split tail
+  // (a smaller bucket's kernel) gives the same bits.
+  c.wa = prefill_wa_tuned().value_or(key.op == OpKind::gate_up);
   if (c.wa) {
     c.stages = 8;
     while (c.stages > 3 && 2 * (c.smem_bytes(key.quant, key.k) + 1024) > 228u * 1024u) --c.stages;

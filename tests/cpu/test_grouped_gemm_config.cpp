@@ -33,6 +33,19 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
           // Loader contracts of the kernels (activation chunks per thread).
           if (c.kernel == ops::GemmKernel::x_operand_a) CHECK((c.bm() * 8) % c.threads() == 0);
           if (c.kernel == ops::GemmKernel::mxfp4_wgmma) CHECK((c.bm() * 8) % c.threads() == 0);
+          // Weights as A: two warpgroups of 64 weight rows, 64 or 128 routed
+          // rows, and a ring that leaves two CTAs per SM (228 KB, 1 KB each reserved).
+          if (c.wa) {
+            CHECK(c.kernel == ops::GemmKernel::mxfp4_wgmma);
+            CHECK(c.threads() == 256);
+            CHECK((c.wg == 1 || c.wg == 2));
+            CHECK(c.stages >= 3);
+            CHECK(2 * (c.smem_bytes(q, key.k) + 1024) <= 228u * 1024u);
+          }
+          // One prefill kernel per op over all buckets: a split tail (a smaller
+          // bucket's kernel) must give the main tiles' bits.
+          if (c.kernel == ops::GemmKernel::mxfp4_wgmma && !std::getenv("MOEJIT_GEMM_TUNE"))
+            CHECK(c.wa == (op == OpKind::gate_up));
           // bf16 always runs the activations-as-A kernel; MXFP4 only between
           // decode (<= 8 rows per expert hit) and prefill (> 24).
           if (q == QuantMode::bf16) CHECK(c.kernel == ops::GemmKernel::x_operand_a);
@@ -79,6 +92,8 @@ TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuri
       CHECK(dn.splits == 1);
     }
     if (T >= 4096) CHECK(gu.kernel == ops::GemmKernel::mxfp4_wgmma);
+    // Prefill: gate_up on the weights-as-A kernel, down on the dequantized-tile one.
+    if (T >= 4096) CHECK((gu.wa && !dn.wa && gu.wg == 2 && dn.wg == 2 && gu.stages == 4));
     // T = 1: the four routed rows' activations staged (4 x 6160 bytes), six
     // CTAs per SM; from T = 2 the 8-row stage (49 KB) is too big for that.
     CHECK(gu.xs == (T == 1 ? 4 : 0));
@@ -184,9 +199,12 @@ TEST_CASE("grouped GEMM config: MOEJIT_GEMM_TUNE items parse, bad ones are named
   const auto st = ops::parse_gemm_tune("prefill.st=0");
   REQUIRE(st.size() == 1);
   CHECK((!st[0].decode && st[0].field == "st" && st[0].value == 0));
+  const auto wa = ops::parse_gemm_tune("prefill.wa=1");
+  REQUIRE(wa.size() == 1);
+  CHECK((!wa[0].decode && wa[0].field == "wa" && wa[0].value == 1));
   for (const char* bad : {"decode.kw", "decode.kw=0", "decode.kw=17", "decode.kw=2x", "both.kw=2", "decode.tile=2",
                           "decode.kw=2,", "kw=2", "decode.stages=4", "decode.wg=2", "prefill.kw=2", "prefill.ctas=6",
-                          "prefill.st=2", "decode.st=1", "decode.xs=2", "prefill.xs=1", "decode.fr=2", "prefill.fr=1"})
+                          "prefill.st=2", "decode.st=1", "decode.xs=2", "prefill.xs=1", "decode.fr=2", "prefill.fr=1", "prefill.wa=2", "decode.wa=1"})
     CHECK_THROWS_WITH(ops::parse_gemm_tune(bad), Catch::Contains("MOEJIT_GEMM_TUNE item"));
   CHECK_THROWS_WITH(ops::parse_gemm_tune("decode.kw=2,prefill.depth=x"), Catch::Contains("'prefill.depth=x'"));
 }
