@@ -114,14 +114,18 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
     }
 
   // Activation loader: X_ITERS 16-byte chunks per thread per slice, gathered
-  // once; the source row as a 32-bit index (-1 past the tile's rows), not a
-  // pointer: registers are the limit at two CTAs per SM.
-  int a_row[X_ITERS];
+  // once (64-bit row pointers: per-slice address arithmetic on 32-bit row
+  // indices cost ~60 instructions per slice).
+  const u16* a_src[X_ITERS];
+  bool a_ok[X_ITERS];
   const int a_chunk = tid & 7;
 #pragma unroll
   for (int i = 0; i < X_ITERS; ++i) {
     const int r = row_begin + (tid >> 3) + i * (THREADS / 8);
-    a_row[i] = r < row_end ? (GATHER ? p.sorted_route[r] / p.top_k : r) : -1;
+    a_ok[i] = r < row_end;
+    i64 src_row = 0;
+    if (a_ok[i]) src_row = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
+    a_src[i] = p.a + src_row * p.a_row_stride + a_chunk * 8;
   }
   // Weight loader: one 16-byte chunk (half of ring row tid / 2's slice) per thread.
   const i64 w_row_bytes = K / 2;
@@ -141,10 +145,11 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
 #pragma unroll
     for (int i = 0; i < X_ITERS; ++i) {
       const int row = (tid >> 3) + i * (THREADS / 8);
-      const bool ok = a_row[i] >= 0 && (!K_TAIL || k0 + a_chunk * 8 < K);
-      const u16* src = p.a + (i64)(ok ? a_row[i] : 0) * p.a_row_stride + a_chunk * 8 + k0;
-      cp_async_16(xa + row * 128 + ((a_chunk ^ (row & 7)) << 4), ok ? (const void*)src : (const void*)p.a,
-                  ok ? 16u : 0u);
+      // Rows past the tile read nothing (source size 0) from a_src, which then
+      // points at row 0 of X; a K tail past K falls back to X's base.
+      const bool ok = a_ok[i] && (!K_TAIL || k0 + a_chunk * 8 < K);
+      cp_async_16(xa + row * 128 + ((a_chunk ^ (row & 7)) << 4),
+                  !K_TAIL || ok ? (const void*)(a_src[i] + k0) : (const void*)p.a, ok ? 16u : 0u);
     }
     const bool ok = w_ok && (!K_TAIL || k0 + w_half * 32 < K);
     cp_async_16(wq_ring + slot * WQ_BYTES + tid * 16, ok ? (const void*)(w_src + k0 / 2) : (const void*)p.w,
@@ -191,13 +196,12 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
 #pragma unroll
     for (int h = 0; h < 2; ++h) lds128(wq + wq_off[h], w[h][0], w[h][1], w[h][2], w[h][3]);
     const int sj = kt * 2 + c;
-    u32 f1[2], f2[2];
-    bool big[2];
+    u32 sb[2], f1[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       // K_TAIL: no scale for the zero half past K (a stray 0xFF would make NaN).
-      const u32 sbyte = (K_TAIL && sj >= s_row_bytes) || !grp_ok ? 127u : lds8(s_table + s_off[h] + sj);
-      e8m0_to_e2m1_factors(sbyte, f1[h], f2[h], big[h]);
+      sb[h] = (K_TAIL && sj >= s_row_bytes) || !grp_ok ? 127u : lds8(s_table + s_off[h] + sj);
+      f1[h] = e8m0_small_factor(min(sb[h], 128u));  // 2^(min(s, 128) - 1), as e8m0_to_e2m1_factors' f1
     }
     // Step s: words 2 s (k 16 s .. 16 s + 7) and 2 s + 1 (k + 8) of row g (j
     // even) and row g + 8 (j odd).
@@ -205,11 +209,19 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
     for (int s = 0; s < 2; ++s)
 #pragma unroll
       for (int j = 0; j < 4; ++j) a[4 * s + j] = e2m1_byte_to_bf16x2(w[j & 1][2 * s + (j >> 1)], sel, f1[j & 1]);
-    // The second factor only when some lane of the warp needs it (E8M0 above
-    // 128: rare): a warp-uniform branch, as in the SS kernel.
-    if (__any_sync(0xffffffffu, big[0] || big[1])) {
+    // The second factor (E8M0 above 128, or NaN) only when some lane of the
+    // warp needs it (rare): a warp-uniform branch, as in the SS kernel.
+    if (__any_sync(0xffffffffu, e8m0_big_bit(sb[0]) | e8m0_big_bit(sb[1]))) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) a[i] = big[i & 1] ? mul_bf16x2(a[i], f2[i & 1]) : a[i];
+      for (int h = 0; h < 2; ++h) {
+        u32 f1b, f2;
+        bool big;
+        e8m0_to_e2m1_factors(sb[h], f1b, f2, big);
+        if (big) {
+#pragma unroll
+          for (int i = h; i < 8; i += 2) a[i] = mul_bf16x2(a[i], f2);
+        }
+      }
     }
   };
   // Each half slice is its own wgmma group; wgmma_wait<1> after it retires the
@@ -253,12 +265,48 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const int rows = row_begin + 64 * h + 8 * i;
-        if (rows >= row_end) continue;
+        if (rows >= row_end) continue;  // warp-uniform
         float gamma2[2];
 #pragma unroll
         for (int t = 0; t < 2; ++t) gamma2[t] = ROUTER_WEIGHT ? s_gamma[64 * h + 8 * i + 2 * q + t] : 1.f;
         const float v[4] = {acc[h][4 * i], acc[h][4 * i + 1], acc[h][4 * i + 2], acc[h][4 * i + 3]};
-        swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, L0, rows, row_end, v, bias2, gamma2, g, q);
+        if (ACT != kActNone) {  // one output per routed row and column pair (gate, up): one bf16 store
+          swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, L0, rows, row_end, v, bias2, gamma2, g, q);
+          continue;
+        }
+        // No activation: y[2 half + t] is output column L0 + g + 8 half of
+        // routed row rows + 2q + t (the operations of swapab_epilogue_values,
+        // in its order). Lanes g and g ^ 1 trade values so that each stores
+        // two adjacent columns of one routed row: even g row 2q, columns
+        // g, g + 1 (and + 8); odd g row 2q + 1, columns g - 1, g (and + 8).
+        float y[4];
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            float val = v[2 * half + t];
+            if (BIAS != kBiasNone) val += bias2[half];
+            y[2 * half + t] = val * gamma2[t];
+          }
+        const bool odd = g & 1;
+        const float x0 = __shfl_xor_sync(0xffffffffu, odd ? y[0] : y[1], 4);
+        const float x1 = __shfl_xor_sync(0xffffffffu, odd ? y[2] : y[3], 4);
+        const int r = rows + 2 * q + (odd ? 1 : 0);
+        if (r >= row_end) continue;
+        const int n = L0 + (g & ~1);
+        const float lo0 = odd ? x0 : y[0], hi0 = odd ? y[1] : x0;
+        const float lo1 = odd ? x1 : y[2], hi1 = odd ? y[3] : x1;
+        if (OUT_F32) {
+          float* o = (float*)p.out + (i64)r * p.out_row_stride + n;
+          o[0] = lo0;
+          o[1] = hi0;
+          o[8] = lo1;
+          o[9] = hi1;
+        } else {
+          u16* o = (u16*)p.out + (i64)r * p.out_row_stride + n;
+          *(u32*)o = pack_bf16x2(lo0, hi0);
+          *(u32*)(o + 8) = pack_bf16x2(lo1, hi1);
+        }
       }
   }
   if (wait_at_exit) pdl_wait();
