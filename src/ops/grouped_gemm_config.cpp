@@ -272,15 +272,20 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   c.stages = c.wg == 1 ? 4 : 3;
   // The weights-as-A kernel has no dequantized tile: the deepest ring that
   // keeps two CTAs per SM (228 KB per SM, 1 KB reserved per CTA).
-  // Measured on gpt-oss-120b (docs/performance.md, eighth session): gate_up
-  // 1042 vs 1162 us at T = 1024, 1207 vs 1273 at T = 2048, 1907 vs 1900-1933 at
-  // T = 4096; down equal at T <= 1024 and slower at T >= 2048 (987 vs 923-935
-  // at T = 4096). An op keeps one kernel over all buckets, so its split tail
-  // (a smaller bucket's kernel) gives the same bits.
-  c.wa = prefill_wa_tuned().value_or(key.op == OpKind::gate_up);
+  // Measured on gpt-oss-120b (docs/performance.md, eighth session), WA vs the
+  // dequantized-tile kernel: gate_up 922 vs 1165 us at T = 1024, 1719-1748 vs
+  // 1902-1948 at T = 4096; down 494-498 vs 557-559 at T = 1024, 931-950 vs
+  // 920-938 at T = 4096. Every bucket takes the same kernel, so a split tail
+  // (a smaller bucket's kernel) gives the main tiles' bits.
+  c.wa = prefill_wa_tuned().value_or(true);
+  // Large K (Mixtral's down, K = 14336: a 56 KB scale table) leaves one CTA
+  // per SM: then the deepest ring within 227 KB.
   if (c.wa) {
+    auto two_ctas = [&] { return 2 * (c.smem_bytes(key.quant, key.k) + 1024) <= 228u * 1024u; };
     c.stages = 8;
-    while (c.stages > 3 && 2 * (c.smem_bytes(key.quant, key.k) + 1024) > 228u * 1024u) --c.stages;
+    while (c.stages > 3 && !two_ctas()) --c.stages;
+    if (!two_ctas())
+      for (c.stages = 8; c.stages > 3 && c.smem_bytes(key.quant, key.k) > 227u * 1024u;) --c.stages;
   }
   // Large K: the scale table (128 * K/32 bytes) takes ring stages, then warpgroups.
   constexpr std::uint32_t kSmemMax = 227u * 1024u;
