@@ -73,6 +73,8 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
   constexpr int X_BYTES = BM * 128, WQ_BYTES = BN * 32;
   static_assert(TH == 1 || TH == 2, "TH: 64 or 128 routed rows");
   static_assert(STAGES >= 3, "prefetch distance must be >= 1");
+  // swapab_epilogue_values stores gated outputs as bf16 (gate_up writes bf16: why_not_implementable).
+  static_assert(!(OUT_F32 && ACT != kActNone), "gated activations write bf16");
   constexpr int DIST = STAGES - 2;  // the slot of slice kt - 1 may still be read by its wgmmas
   constexpr int X_ITERS = BM * 8 / THREADS;
 
@@ -244,7 +246,10 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
   for (int kt = 0; kt < KT; ++kt) {
     cp_async_wait<DIST - 1>();
     fence_proxy_async();
-    __syncthreads();  // slice kt landed for all; slice kt - 1 retired by every warpgroup
+    // Slice kt landed for all. Slice kt - 2 is retired by every warpgroup (the
+    // second half of kt - 1 may still run until mma_half(kt, 0) waits): the
+    // refill below targets kt - 2's slot, so DIST must stay STAGES - 2.
+    __syncthreads();
     if (kt + DIST < KT) load_slice(kt + DIST);
     cp_async_commit();
     build_half(kt, 0, a_lo);

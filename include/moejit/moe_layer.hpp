@@ -66,7 +66,8 @@ std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant,
 // With act == none, W1 is [E, I, D] (H = X W1^T + b1 directly).
 // gate_up row order: silu_gated: gate rows [0, I), up rows [I, 2I);
 // swiglu_oai: gate at even rows, linear at odd rows (gpt-oss).
-// All pointers 16-byte aligned.
+// All pointers 16-byte aligned (checked: w1 and w2 16 bytes, the MXFP4 scales
+// 4 bytes, the least the kernels need).
 struct MoeWeights {
   DevicePtr w1 = 0, w1_scales = 0, b1 = 0;
   DevicePtr w2 = 0, w2_scales = 0, b2 = 0;
@@ -140,8 +141,9 @@ class MoeLayer {
   MoeWorkspaceView workspace_view(const MoeLayerArgs& args) const;
 
   // The whole layer: route, gate_up, down, combine; asynchronous on `stream`.
-  // Throws InvalidArgument (null pointer, misaligned stride, workspace too small:
-  // names the argument and value), DriverError, SealedMiss (strict seal).
+  // Throws InvalidArgument (null pointer, misaligned pointer or stride, workspace
+  // too small: names the argument and value; both GEMMs' weights are checked
+  // before the first launch), DriverError, SealedMiss (strict seal).
   void run(const MoeWeights& w, const MoeLayerArgs& args, CUstream stream) const;
 
   // The steps on their own (same preconditions as run(); each needs the previous).

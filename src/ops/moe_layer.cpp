@@ -243,6 +243,26 @@ void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
 }
 
 namespace {
+// The weights of one bf16/MXFP4 GEMM (gate_up: w1, w1_scales, b1; down: w2, ...).
+// Throws InvalidArgument naming the field.
+void check_gemm_weights(OpKind op, const MoeLayerShape& s, QuantMode quant, const MoeWeights& w) {
+  const bool gate_up = op == OpKind::gate_up;
+  const DevicePtr wt = gate_up ? w.w1 : w.w2;
+  const DevicePtr sc = gate_up ? w.w1_scales : w.w2_scales;
+  const DevicePtr bias = gate_up ? w.b1 : w.b2;
+  const BiasKind bk = gate_up ? s.gate_up_bias : s.down_bias;
+  const char* name = gate_up ? "w1" : "w2";
+  if (!wt || wt % 16) throw InvalidArgument(std::string("MoeWeights.") + name + " must be non-null and 16-byte aligned");
+  if (quant == QuantMode::w4a16_mxfp4 && !sc)
+    throw InvalidArgument(std::string("MoeWeights.") + name + "_scales is null; w4a16_mxfp4 needs E8M0 scales");
+  // The prefill kernels copy an expert's scale rows in 4-byte words (cp.async).
+  if (quant == QuantMode::w4a16_mxfp4 && sc % 4)
+    throw InvalidArgument(std::string("MoeWeights.") + name + "_scales=" + std::to_string(sc) +
+                          " (byte address) must be 4-byte aligned");
+  if (bk != BiasKind::none && !bias)
+    throw InvalidArgument(std::string("MoeWeights.") + (gate_up ? "b1" : "b2") + " is null but the shape has a bias");
+}
+
 // tiles_ready: the launch just before this one on the stream is this layer
 // call's gate_up (MoeLayer::run), so topk_ids, the routing kernel's outputs
 // (when it ran) and the weights were complete before it started: the MXFP4
@@ -259,16 +279,11 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   const SpecKey key = ops::gemm_key(op, s, quant, bucket, target);
   const ops::GemmConfig c = ops::choose_config(key);
   const KernelRef k = rt.get(key);
+  check_gemm_weights(op, s, quant, w);
   const DevicePtr wt = gate_up ? w.w1 : w.w2;
   const DevicePtr sc = gate_up ? w.w1_scales : w.w2_scales;
   const DevicePtr bias = gate_up ? w.b1 : w.b2;
   const BiasKind bk = gate_up ? s.gate_up_bias : s.down_bias;
-  const char* name = gate_up ? "w1" : "w2";
-  if (!wt || wt % 16) throw InvalidArgument(std::string("MoeWeights.") + name + " must be non-null and 16-byte aligned");
-  if (quant == QuantMode::w4a16_mxfp4 && !sc)
-    throw InvalidArgument(std::string("MoeWeights.") + name + "_scales is null; w4a16_mxfp4 needs E8M0 scales");
-  if (bk != BiasKind::none && !bias)
-    throw InvalidArgument(std::string("MoeWeights.") + (gate_up ? "b1" : "b2") + " is null but the shape has a bias");
   const std::uint64_t R = std::uint64_t(a.num_tokens) * s.top_k;
   GroupedGemmParamsArg p{};
   if (gate_up) {
@@ -435,6 +450,11 @@ void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) 
   // At <= 32 routes the decode kernels route topk_ids themselves (config fr):
   // no routing kernel, so one host launch fewer precedes gate_up.
   check_args(a);
+  // Both GEMMs' weights before the first launch: bad input launches nothing.
+  if (!ops::is_fp8(quant_)) {
+    check_gemm_weights(OpKind::gate_up, shape_, quant_, w);
+    check_gemm_weights(OpKind::down, shape_, quant_, w);
+  }
   if (!fused_route(a)) route(a, stream);
   gate_up(w, a, stream);
   if (ops::is_fp8(quant_)) {

@@ -223,6 +223,9 @@ TEST_CASE("gpu: bad arguments are rejected with the parameter named", "[gpu][lay
   MoeWeights dw = w.device();
   dw.w1_scales = 0;
   CHECK_THROWS_WITH(layer.run(dw, run.args, nullptr), Catch::Contains("w1_scales"));
+  dw = w.device();
+  dw.w2_scales += 2;  // the prefill kernels copy scale tables in 4-byte words
+  CHECK_THROWS_WITH(layer.run(dw, run.args, nullptr), Catch::Contains("w2_scales"));
 }
 
 // The gpt-oss-120b MXFP4 layer of the tests below (members in this order).
