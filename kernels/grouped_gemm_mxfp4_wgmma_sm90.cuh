@@ -69,6 +69,64 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_ss(float (&d)[64], u64 des
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+// The CTA's tile (blockIdx.y of the tile list) of a prefill kernel. The tile
+// schedule and the activations come from earlier launches: wait for them
+// first, except in the split-tail launch (p.wait_at_exit), whose inputs were
+// complete before the launch it follows (the GEMM's main tiles) passed its own
+// wait. That one waits before it exits instead, every CTA, so its completion,
+// which the next launch waits for, implies the main tiles' too; meanwhile it
+// runs beside their last wave. False for a CTA past the list (it has waited
+// where it must and returns).
+struct WgmmaTile {
+  int expert, row_begin, row_end;
+};
+__device__ __forceinline__ bool wgmma_tile_begin(const GroupedGemmParams& p, WgmmaTile& t) {
+  const bool wait_at_exit = p.wait_at_exit != 0;
+  if (!wait_at_exit) pdl_wait();
+  pdl_launch_dependents();
+  const int tile = blockIdx.y;
+  if (tile >= *p.num_tiles) {
+    if (wait_at_exit) pdl_wait();
+    return false;
+  }
+  t.expert = p.tile_expert[tile];
+  t.row_begin = p.tile_row_begin[tile];
+  t.row_end = p.tile_row_end[tile];
+  return true;
+}
+
+// A tile's activation rows, gathered by token (GATHER) or in sorted order:
+// thread tid copies 16-byte chunk tid % 8 of rows tid / 8 + i * THREADS / 8
+// (i < ITERS) of each 64-k slice into a 128-byte-swizzled tile (the K-major
+// wgmma operand layout). Rows past the tile read nothing (source size 0) and
+// land as zeros; so does a K tail past K.
+template <int ITERS, int THREADS, bool GATHER, bool K_TAIL>
+struct GatheredRows {
+  const u16* src[ITERS];  // row start + the thread's chunk; row 0 of X past the tile
+  bool ok[ITERS];
+  int chunk;
+  __device__ __forceinline__ GatheredRows(const GroupedGemmParams& p, int row_begin, int row_end, int tid) {
+    chunk = tid & 7;
+#pragma unroll
+    for (int i = 0; i < ITERS; ++i) {
+      const int r = row_begin + (tid >> 3) + i * (THREADS / 8);
+      ok[i] = r < row_end;
+      i64 src_row = 0;
+      if (ok[i]) src_row = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
+      src[i] = p.a + src_row * p.a_row_stride + chunk * 8;
+    }
+  }
+  __device__ __forceinline__ void copy(const GroupedGemmParams& p, u32 tile, int k0, int K, int tid) const {
+#pragma unroll
+    for (int i = 0; i < ITERS; ++i) {
+      const int row = (tid >> 3) + i * (THREADS / 8);
+      const bool live = ok[i] && (!K_TAIL || k0 + chunk * 8 < K);
+      cp_async_16(tile + row * 128 + ((chunk ^ (row & 7)) << 4),
+                  !K_TAIL || live ? (const void*)(src[i] + k0) : (const void*)p.a, live ? 16u : 0u);
+    }
+  }
+};
+
 template <int WG, int STAGES>
 struct WgmmaGemmTraits {
   static constexpr int kThreads = 128 * WG;
@@ -95,23 +153,9 @@ __global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_
   constexpr int W_ITERS = (W_CHUNKS + THREADS - 1) / THREADS;
   static_assert(BM * 8 % THREADS == 0, "loader shape");
 
-  // The tile schedule and the activations come from earlier launches: wait
-  // for them first, except in the split-tail launch (p.wait_at_exit), whose
-  // inputs were complete before the launch it follows (the GEMM's main tiles)
-  // passed its own wait. That one waits before it exits instead, every CTA,
-  // so its completion, which the next launch waits for, implies the main
-  // tiles' too; meanwhile it runs beside their last wave.
-  const bool wait_at_exit = p.wait_at_exit != 0;
-  if (!wait_at_exit) pdl_wait();
-  pdl_launch_dependents();
-  const int tile = blockIdx.y;
-  if (tile >= *p.num_tiles) {
-    if (wait_at_exit) pdl_wait();
-    return;
-  }
-  const int expert = p.tile_expert[tile];
-  const int row_begin = p.tile_row_begin[tile];
-  const int row_end = p.tile_row_end[tile];
+  WgmmaTile t;
+  if (!wgmma_tile_begin(p, t)) return;
+  const int expert = t.expert, row_begin = t.row_begin, row_end = t.row_end;
   const int N = p.n, K = p.k;
   const int n0 = blockIdx.x * BN;
   const int tid = threadIdx.x;
@@ -126,18 +170,7 @@ __global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_
   const u32 wq_ring = w_tile + 2 * Tr::kWBytes;             // STAGES * kWqBytes
   const u32 s_table = wq_ring + STAGES * Tr::kWqBytes;      // BN * scale_row_pitch(K)
 
-  // Activation loader: X_ITERS 16-byte chunks per thread per slice, gathered once.
-  const u16* a_src[X_ITERS];
-  bool a_ok[X_ITERS];
-  const int a_chunk = tid & 7;
-#pragma unroll
-  for (int i = 0; i < X_ITERS; ++i) {
-    const int r = row_begin + (tid >> 3) + i * (THREADS / 8);
-    a_ok[i] = r < row_end;
-    i64 src_row = 0;
-    if (a_ok[i]) src_row = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
-    a_src[i] = p.a + src_row * p.a_row_stride + a_chunk * 8;
-  }
+  const GatheredRows<X_ITERS, THREADS, GATHER, K_TAIL> x_rows(p, row_begin, row_end, tid);
   // Weight loader and dequantizer: W_ITERS 16-byte chunks (half a row's slice:
   // 32 values, one E8M0 scale) per thread; chunk index idx = tid + i * THREADS.
   const i64 w_row_bytes = K / 2;
@@ -155,14 +188,7 @@ __global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_
   auto load_slice = [&](int kt) {
     const int slot = kt % STAGES;
     const int k0 = kt * BK;
-    const u32 xa = x_ring + slot * Tr::kXBytes;
-#pragma unroll
-    for (int i = 0; i < X_ITERS; ++i) {
-      const int row = (tid >> 3) + i * (THREADS / 8);
-      const bool ok = a_ok[i] && (!K_TAIL || k0 + a_chunk * 8 < K);
-      cp_async_16(xa + row * 128 + ((a_chunk ^ (row & 7)) << 4), ok ? (const void*)(a_src[i] + k0) : (const void*)p.a,
-                  ok ? 16u : 0u);
-    }
+    x_rows.copy(p, x_ring + slot * Tr::kXBytes, k0, K, tid);
 #pragma unroll
     for (int i = 0; i < W_ITERS; ++i) {
       const int idx = tid + i * THREADS;
@@ -283,7 +309,7 @@ __global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_
                                             true, 0);
     }
   }
-  if (wait_at_exit) pdl_wait();
+  if (p.wait_at_exit != 0) pdl_wait();
 }
 
 }  // namespace moejit

@@ -78,19 +78,11 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
   constexpr int DIST = STAGES - 2;  // the slot of slice kt - 1 may still be read by its wgmmas
   constexpr int X_ITERS = BM * 8 / THREADS;
 
-  // As grouped_gemm_mxfp4_wgmma_kernel: wait first, except in the split-tail
-  // launch, which waits before it exits (every CTA).
-  const bool wait_at_exit = p.wait_at_exit != 0;
-  if (!wait_at_exit) pdl_wait();
-  pdl_launch_dependents();
-  const int tile = blockIdx.y;
-  if (tile >= *p.num_tiles) {
-    if (wait_at_exit) pdl_wait();
-    return;
-  }
-  const int expert = p.tile_expert[tile];
-  const int row_begin = p.tile_row_begin[tile];
-  const int row_end = p.tile_row_end[tile];
+  // Wait first, except in the split-tail launch, which waits before it exits
+  // (every CTA): wgmma_tile_begin.
+  WgmmaTile t;
+  if (!wgmma_tile_begin(p, t)) return;
+  const int expert = t.expert, row_begin = t.row_begin, row_end = t.row_end;
   const int N = p.n, K = p.k;
   const int n0 = blockIdx.x * BN;
   const int tid = threadIdx.x;
@@ -115,20 +107,10 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
       s_gamma[i] = r < row_end ? p.gamma[p.sorted_route[r]] : 1.f;  // visible after the loop's first barrier
     }
 
-  // Activation loader: X_ITERS 16-byte chunks per thread per slice, gathered
-  // once (64-bit row pointers: per-slice address arithmetic on 32-bit row
-  // indices cost ~60 instructions per slice).
-  const u16* a_src[X_ITERS];
-  bool a_ok[X_ITERS];
-  const int a_chunk = tid & 7;
-#pragma unroll
-  for (int i = 0; i < X_ITERS; ++i) {
-    const int r = row_begin + (tid >> 3) + i * (THREADS / 8);
-    a_ok[i] = r < row_end;
-    i64 src_row = 0;
-    if (a_ok[i]) src_row = GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
-    a_src[i] = p.a + src_row * p.a_row_stride + a_chunk * 8;
-  }
+  // Activation loader (the B operand): X_ITERS 16-byte chunks per thread per
+  // slice, gathered once (64-bit row pointers: per-slice address arithmetic on
+  // 32-bit row indices cost ~60 instructions per slice).
+  const GatheredRows<X_ITERS, THREADS, GATHER, K_TAIL> x_rows(p, row_begin, row_end, tid);
   // Weight loader: one 16-byte chunk (half of ring row tid / 2's slice) per thread.
   const i64 w_row_bytes = K / 2;
   const int s_row_bytes = K / 32;
@@ -143,16 +125,7 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
   auto load_slice = [&](int kt) {
     const int slot = kt % STAGES;
     const int k0 = kt * BK;
-    const u32 xa = x_ring + slot * X_BYTES;
-#pragma unroll
-    for (int i = 0; i < X_ITERS; ++i) {
-      const int row = (tid >> 3) + i * (THREADS / 8);
-      // Rows past the tile read nothing (source size 0) from a_src, which then
-      // points at row 0 of X; a K tail past K falls back to X's base.
-      const bool ok = a_ok[i] && (!K_TAIL || k0 + a_chunk * 8 < K);
-      cp_async_16(xa + row * 128 + ((a_chunk ^ (row & 7)) << 4),
-                  !K_TAIL || ok ? (const void*)(a_src[i] + k0) : (const void*)p.a, ok ? 16u : 0u);
-    }
+    x_rows.copy(p, x_ring + slot * X_BYTES, k0, K, tid);
     const bool ok = w_ok && (!K_TAIL || k0 + w_half * 32 < K);
     cp_async_16(wq_ring + slot * WQ_BYTES + tid * 16, ok ? (const void*)(w_src + k0 / 2) : (const void*)p.w,
                 ok ? 16u : 0u);
@@ -314,7 +287,7 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
         }
       }
   }
-  if (wait_at_exit) pdl_wait();
+  if (p.wait_at_exit != 0) pdl_wait();
 }
 
 }  // namespace moejit
