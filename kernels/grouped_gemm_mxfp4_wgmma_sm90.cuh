@@ -79,14 +79,15 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16_ss(float (&d)[64], u64 des
 // where it must and returns).
 struct WgmmaTile {
   int expert, row_begin, row_end;
+  bool wait_at_exit;  // wait before exit (the split-tail launch)
 };
 __device__ __forceinline__ bool wgmma_tile_begin(const GroupedGemmParams& p, WgmmaTile& t) {
-  const bool wait_at_exit = p.wait_at_exit != 0;
-  if (!wait_at_exit) pdl_wait();
+  t.wait_at_exit = p.wait_at_exit != 0;
+  if (!t.wait_at_exit) pdl_wait();
   pdl_launch_dependents();
   const int tile = blockIdx.y;
   if (tile >= *p.num_tiles) {
-    if (wait_at_exit) pdl_wait();
+    if (t.wait_at_exit) pdl_wait();
     return false;
   }
   t.expert = p.tile_expert[tile];
@@ -309,7 +310,7 @@ __global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_
                                             true, 0);
     }
   }
-  if (p.wait_at_exit != 0) pdl_wait();
+  if (t.wait_at_exit) pdl_wait();
 }
 
 }  // namespace moejit

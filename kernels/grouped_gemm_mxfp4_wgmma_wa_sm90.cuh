@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(con
         }
       }
   }
-  if (p.wait_at_exit != 0) pdl_wait();
+  if (t.wait_at_exit) pdl_wait();
 }
 
 }  // namespace moejit
