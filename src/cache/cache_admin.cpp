@@ -100,9 +100,13 @@ Entry read_entry(const fs::path& dir, std::string_view hex_prefix) {
   if (matches.empty())
     throw InvalidArgument("no cache entry id starts with '" + std::string(hex_prefix) + "' in " + dir.string());
   if (matches.size() > 1) {
+    // One line (the tools print one): the first 8 matching ids, then a count.
     std::string list;
-    for (const auto& m : matches) list += "\n  " + m.path.filename().string();
-    throw InvalidArgument("entry id '" + std::string(hex_prefix) + "' is ambiguous; it matches:" + list);
+    for (std::size_t i = 0; i < matches.size() && i < 8; ++i)
+      list += (i ? ", " : " ") + matches[i].path.stem().string();
+    if (matches.size() > 8) list += ", and " + std::to_string(matches.size() - 8) + " more";
+    throw InvalidArgument("entry id '" + std::string(hex_prefix) + "' is ambiguous; it matches" + list +
+                          " (give more digits)");
   }
   ReadResult f = read_regular_file(matches[0].path, kMaxEntryBytes + (1 << 20));
   if (f.status != ReadStatus::ok) throw Error("cannot read " + matches[0].path.string() + ": " + f.error);

@@ -44,6 +44,10 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
 }
 
 std::string GemmConfig::to_string() const {
+  if (kernel == GemmKernel::mxfp4_wgmma && wa)  // no overlap field: WA always overlaps (depth unused)
+    return "kernel=mxfp4_wgmma bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " wg=" +
+           std::to_string(wg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0") +
+           " split_tail=" + (split_tail ? "1" : "0") + " wa=1";
   if (kernel == GemmKernel::mxfp4_wgmma)
     return "kernel=mxfp4_wgmma bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " wg=" +
            std::to_string(wg) + " stages=" + std::to_string(stages) + " overlap=" + (depth == 2 ? "1" : "0") +

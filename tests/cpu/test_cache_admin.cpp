@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <map>
 
 #include "cache/atomic_file.hpp"
@@ -55,6 +56,26 @@ TEST_CASE("cache admin: list and read entries", "[cache][admin][nvrtc]") {
   CHECK_THROWS_AS(cache::read_entry(dir.path(), "0123456789abcdef0123456789abcdef"), InvalidArgument);
   CHECK_THROWS_AS(cache::read_entry(dir.path(), ""), InvalidArgument);
   CHECK(cache::list_entries(dir.path() / "missing").empty());
+}
+
+TEST_CASE("cache admin: an ambiguous id prefix names its matches on one line", "[cache][admin][nvrtc]") {
+  REQUIRE_NVRTC();
+  TempDir dir;
+  // 17 entries: two of them share a first hex digit (16 digits).
+  auto addrs = fill(dir.path(), {100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115, 116});
+  std::map<char, std::vector<std::string>> by_digit;
+  for (const auto& a : addrs) by_digit[a.hex()[0]].push_back(a.hex());
+  const auto shared = std::find_if(by_digit.begin(), by_digit.end(), [](const auto& d) { return d.second.size() > 1; });
+  REQUIRE(shared != by_digit.end());
+  try {
+    cache::read_entry(dir.path(), std::string(1, shared->first));
+    FAIL("an ambiguous prefix was accepted");
+  } catch (const InvalidArgument& e) {
+    const std::string what = e.what();
+    CHECK(what.find("ambiguous") != std::string::npos);
+    CHECK(what.find('\n') == std::string::npos);  // the tools print the first line only
+    for (const auto& id : shared->second) CHECK(what.find(id) != std::string::npos);
+  }
 }
 
 TEST_CASE("cache admin: verify reports corrupt entries, foreign files and temp debris", "[cache][admin][nvrtc]") {

@@ -82,6 +82,10 @@ TEST_CASE("moejit-prewarm: other bad arguments are one line and exit code 2", "[
                     "int3");
   check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--arch", "sm_9x", "--cache-dir", cd}),
                     "sm_9x");
+  // A valid target the kernels cannot be built for (wgmma is sm_90a-only).
+  for (const char* arch : {"sm_90", "sm_80", "sm_100a"})
+    check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--arch", arch, "--cache-dir", cd}),
+                      "sm_90a");
   check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--tp", "7", "--cache-dir", cd}), "7");
   check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--max-num-tokens", "lots"}), "lots");
   check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--weight-scale", "per_row"}), "per_row");

@@ -10,6 +10,7 @@
 // 2 bad arguments, 3 environment (cache directory unusable).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -69,22 +70,32 @@ int run(int argc, char** argv) {
   }
 
   const std::filesystem::path dir = cache_dir.empty() ? util::env::cache_dir() : std::filesystem::path(cache_dir);
-  if (ls->parsed()) return pack.empty() ? cmd_ls(dir, json) : cmd_ls_pack(pack, json);
-  if (show->parsed()) return cmd_show(dir, id);
-  if (stats->parsed()) return cmd_stats(dir, json);
+  // The subcommands that read or change the directory: a typo in --cache-dir
+  // must not report an empty, healthy cache (exit 3, as moejit-prewarm).
+  auto existing = [&]() -> const std::filesystem::path& {
+    std::error_code ec;
+    if (!std::filesystem::exists(dir, ec))
+      throw EnvironmentError("cache directory '" + dir.string() + "' does not exist (--cache-dir or MOEJIT_CACHE_DIR)");
+    if (!std::filesystem::is_directory(dir, ec))
+      throw EnvironmentError("cache directory '" + dir.string() + "' exists and is not a directory");
+    return dir;
+  };
+  if (ls->parsed()) return pack.empty() ? cmd_ls(existing(), json) : cmd_ls_pack(pack, json);
+  if (show->parsed()) return cmd_show(existing(), id);
+  if (stats->parsed()) return cmd_stats(existing(), json);
   if (verify->parsed()) {
     if (!pack.empty() && repair) throw UsageError("verify --repair cannot change a pack (packs are immutable)");
-    return pack.empty() ? cmd_verify(dir, json, repair) : cmd_verify_pack(pack, json);
+    return pack.empty() ? cmd_verify(existing(), json, repair) : cmd_verify_pack(pack, json);
   }
-  if (exp->parsed()) return cmd_export(dir, export_out, export_arch);
+  if (exp->parsed()) return cmd_export(existing(), export_out, export_arch);
   if (prune->parsed()) {
     std::optional<std::uint64_t> size;
     std::optional<std::chrono::seconds> age;
     if (!max_size.empty()) size = parse_byte_size(max_size, "--max-size");
     if (!older_than.empty()) age = parse_duration(older_than, "--older-than");
-    return cmd_prune(dir, size, age);
+    return cmd_prune(existing(), size, age);
   }
-  if (clear->parsed()) return cmd_clear(dir, yes);
+  if (clear->parsed()) return cmd_clear(existing(), yes);
   if (explain->parsed()) return pack.empty() ? cmd_explain(dir, key) : cmd_explain_pack(pack, key);
   throw UsageError("no subcommand given (ls, show, stats, verify, prune, clear, explain, export)");
 }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "arch.hpp"
+#include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
 #include "moejit/prewarm.hpp"
 #include "moejit/runtime.hpp"
@@ -59,6 +60,9 @@ PlanRequest to_request(const Args& a) {
     throw UsageError("give exactly one of --hf-config PATH or --model NAME");
   if (a.max_num_tokens < 1)
     throw UsageError("--max-num-tokens must be >= 1 (got " + std::to_string(a.max_num_tokens) + ")");
+  if (static_cast<std::uint64_t>(a.max_num_tokens) > kMaxBucketedTokens)
+    throw UsageError("--max-num-tokens must be <= " + std::to_string(kMaxBucketedTokens) + " (got " +
+                     std::to_string(a.max_num_tokens) + ")");
   if (a.tp < 1) throw UsageError("--tp must be >= 1 (got " + std::to_string(a.tp) + ")");
   if (a.ep < 1) throw UsageError("--ep must be >= 1 (got " + std::to_string(a.ep) + ")");
   PlanRequest r;
@@ -76,6 +80,16 @@ PlanRequest to_request(const Args& a) {
   }
   r.max_num_tokens = static_cast<std::uint64_t>(a.max_num_tokens);
   r.target = a.arch.empty() ? default_target() : parse_target(a.arch);
+  // The kernels use sm_90a-only instructions (wgmma) and Hopper features
+  // (griddepcontrol, 227 KB of shared memory per CTA): another target would
+  // fail kernel by kernel at compile time.
+  if (r.target != Target{90, true}) {
+    const std::string t = to_string(r.target);
+    if (!a.arch.empty())
+      throw UsageError("--arch " + a.arch + ": moejit's kernels are built for sm_90a (H100/H200) only");
+    throw EnvironmentError("GPU 0 is " + t + "; moejit's kernels are built for sm_90a (H100/H200) only: " +
+                           "pass --arch sm_90a to prewarm for a Hopper GPU from this machine");
+  }
   return r;
 }
 
