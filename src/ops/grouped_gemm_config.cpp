@@ -151,23 +151,15 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   bool changed = false;
   for (const GemmTune& e : tune_overrides()) {
     if (e.decode != decode) continue;
-    if (e.field == "st") {
-      c.split_tail = e.value != 0;
-      changed = true;
-      continue;
-    }
-    if (e.field == "wa") {
-      c.wa = e.value != 0;
+    // The 0/1 flags (parse_gemm_tune checked the value).
+    bool* flag = e.field == "st" ? &c.split_tail : e.field == "wa" ? &c.wa : e.field == "fr" ? &c.fr : nullptr;
+    if (flag != nullptr) {
+      *flag = e.value != 0;
       changed = true;
       continue;
     }
     if (e.field == "xs") {
       c.xs = e.value;  // a flag here; staged_rows() turns it into rows
-      changed = true;
-      continue;
-    }
-    if (e.field == "fr") {
-      c.fr = e.value != 0;
       changed = true;
       continue;
     }
