@@ -32,15 +32,13 @@ int GemmConfig::threads() const {
 std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   // Decode: the staged activation rows (the K-split reduction buffer is static).
   if (kernel == GemmKernel::mxfp4_decode) return static_cast<std::uint32_t>(xs) * ((k + 255) / 256 * 512 + 16);
-  if (kernel == GemmKernel::mxfp4_wgmma && wa)  // kernels/grouped_gemm_mxfp4_wgmma_wa_sm90.cuh, "Shared memory"
-    return 1024 + stages * (bm() * 128 + bn() * 32) + bn() * (((k / 32 + 3) + 3) & ~3u) + bm() * 4;
-  if (kernel == GemmKernel::mxfp4_wgmma)  // kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, "Shared memory"
-    return 1024 + stages * (bm() * 128 + bn() * 32) + 2 * bn() * 128 + bn() * (((k / 32 + 3) + 3) & ~3u);
+  // MXFP4: the E8M0 scale table of the tile's rows (scale_row_pitch in the kernels).
+  const std::uint32_t table = bn() * (((k / 32 + 3) + 3) & ~3u);
+  if (kernel == GemmKernel::mxfp4_wgmma)  // kernels/grouped_gemm_mxfp4_wgmma{_wa,}_sm90.cuh, "Shared memory"
+    return 1024 + stages * (bm() * 128 + bn() * 32) + table + (wa ? bm() * 4 : 2 * bn() * 128);
   const std::uint32_t a = bm() * kBK * 2;
   const std::uint32_t b = q == QuantMode::w4a16_mxfp4 ? bn() * kBK / 2 : bn() * kBK * 2;
-  // MXFP4: the E8M0 scale table of the tile's rows (scale_row_pitch in the kernel).
-  const std::uint32_t table = q == QuantMode::w4a16_mxfp4 ? bn() * (((k / 32 + 3) + 3) & ~3u) : 0;
-  return stages * (a + b) + table;
+  return stages * (a + b) + (q == QuantMode::w4a16_mxfp4 ? table : 0);
 }
 
 std::string GemmConfig::to_string() const {
@@ -275,13 +273,12 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // (a smaller bucket's kernel) gives the main tiles' bits.
   c.wa = prefill_wa_tuned().value_or(true);
   // Large K (Mixtral's down, K = 14336: a 56 KB scale table) leaves one CTA
-  // per SM: then the deepest ring within 227 KB.
+  // per SM: then the deepest ring within 227 KB (the loop below).
   if (c.wa) {
     auto two_ctas = [&] { return 2 * (c.smem_bytes(key.quant, key.k) + 1024) <= 228u * 1024u; };
     c.stages = 8;
     while (c.stages > 3 && !two_ctas()) --c.stages;
-    if (!two_ctas())
-      for (c.stages = 8; c.stages > 3 && c.smem_bytes(key.quant, key.k) > 227u * 1024u;) --c.stages;
+    if (!two_ctas()) c.stages = 8;
   }
   // Large K: the scale table (128 * K/32 bytes) takes ring stages, then warpgroups.
   constexpr std::uint32_t kSmemMax = 227u * 1024u;
