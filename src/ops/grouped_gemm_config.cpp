@@ -17,14 +17,16 @@ constexpr int kBK = 64;
 }  // namespace
 
 int GemmConfig::bm() const {
+  if (kernel == GemmKernel::mxfp4_ws) return tm;
   if (kernel == GemmKernel::mxfp4_wgmma) return 64 * wg;
   return kernel == GemmKernel::x_operand_a ? 16 * mi * warps_m : 8 * nt;
 }
 int GemmConfig::bn() const {
-  if (kernel == GemmKernel::mxfp4_wgmma) return 128;
+  if (kernel == GemmKernel::mxfp4_wgmma || kernel == GemmKernel::mxfp4_ws) return 128;
   return kernel == GemmKernel::x_operand_a ? 8 * ni * warps_n : 16 * mw * wn;
 }
 int GemmConfig::threads() const {
+  if (kernel == GemmKernel::mxfp4_ws) return 384;
   if (kernel == GemmKernel::mxfp4_wgmma) return wa ? 256 : 128 * wg;
   return kernel == GemmKernel::x_operand_a ? 32 * warps_m * warps_n : 32 * wn * kw;
 }
@@ -32,6 +34,10 @@ int GemmConfig::threads() const {
 std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   // Decode: the staged activation rows (the K-split reduction buffer is static).
   if (kernel == GemmKernel::mxfp4_decode) return static_cast<std::uint32_t>(xs) * ((k + 255) / 256 * 512 + 16);
+  // kernels/grouped_gemm_mxfp4_ws_sm90.cuh, "Shared memory": per stage the
+  // activation rows, the packed weights and two scale words per weight row.
+  if (kernel == GemmKernel::mxfp4_ws)
+    return 1024 + stages * (bm() * 128 + bn() * 32 + bn() * 8) + stages * 16;
   // MXFP4: the E8M0 scale table of the tile's rows (scale_row_pitch in the kernels).
   const std::uint32_t table = bn() * (((k / 32 + 3) + 3) & ~3u);
   if (kernel == GemmKernel::mxfp4_wgmma)  // kernels/grouped_gemm_mxfp4_wgmma{_wa,}_sm90.cuh, "Shared memory"
@@ -41,7 +47,17 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   return stages * (a + b) + (q == QuantMode::w4a16_mxfp4 ? table : 0);
 }
 
+std::uint32_t GemmConfig::grid_x(std::uint32_t n, std::uint32_t tiles) const {
+  const std::uint32_t blocks = (n + bn() - 1) / bn();
+  if (kernel == GemmKernel::mxfp4_ws) return static_cast<std::uint32_t>(std::min<std::uint64_t>(kSmCount, std::uint64_t(blocks) * tiles));
+  return blocks;
+}
+std::uint32_t GemmConfig::grid_y(std::uint32_t tiles) const { return kernel == GemmKernel::mxfp4_ws ? 1u : tiles; }
+
 std::string GemmConfig::to_string() const {
+  if (kernel == GemmKernel::mxfp4_ws)
+    return "kernel=mxfp4_ws bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) +
+           " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
   if (kernel == GemmKernel::mxfp4_wgmma && wa)  // no overlap field: WA always overlaps (depth unused)
     return "kernel=mxfp4_wgmma bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " wg=" +
            std::to_string(wg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0") +
@@ -102,7 +118,7 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
       // Only the fields each kernel takes: any other would be a silent no-op.
       const bool decode_field = e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" ||
                                 e.field == "depth" || e.field == "ctas" || e.field == "xs" || e.field == "fr";
-      const bool prefill_flag = e.field == "st" || e.field == "wa";
+      const bool prefill_flag = e.field == "st" || e.field == "wa" || e.field == "ws";
       const bool decode_flag = e.field == "xs" || e.field == "fr";
       const bool prefill_field = e.field == "wg" || e.field == "stages" || e.field == "depth" || prefill_flag;
       ok = (kind == "decode" && decode_field) || (kind == "prefill" && prefill_field);
@@ -119,7 +135,7 @@ std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
     if (!ok)
       throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
                             "': expected decode.<f>=<n> (f in wn|kw|mw|nt|depth|ctas) or prefill.<f>=<n> (f in "
-                            "wg|stages|depth), n in 1..16, or decode.xs|fr=<0|1> or prefill.st|wa=<0|1>");
+                            "wg|stages|depth), n in 1..16, or decode.xs|fr=<0|1> or prefill.st|wa|ws=<0|1>");
     out.push_back(e);
     at = end + 1;
   }
@@ -136,13 +152,15 @@ const std::vector<GemmTune>& tune_overrides() {
   return entries;
 }
 
-// MOEJIT_GEMM_TUNE prefill.wa, if given (it sets the ring depth before apply_tune).
-std::optional<bool> prefill_wa_tuned() {
-  std::optional<bool> wa;
+// MOEJIT_GEMM_TUNE prefill.<flag> (wa, ws), if given: they choose the kernel
+// (and so the ring depth) before apply_tune.
+std::optional<bool> prefill_flag_tuned(std::string_view flag) {
+  std::optional<bool> v;
   for (const GemmTune& e : tune_overrides())
-    if (!e.decode && e.field == "wa") wa = e.value != 0;
-  return wa;
+    if (!e.decode && e.field == flag) v = e.value != 0;
+  return v;
 }
+std::optional<bool> prefill_wa_tuned() { return prefill_flag_tuned("wa"); }
 
 void apply_tune(GemmConfig& c, const SpecKey& key) {
   const bool decode = c.kernel == GemmKernel::mxfp4_decode;
@@ -150,6 +168,7 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   for (const GemmTune& e : tune_overrides()) {
     if (e.decode != decode) continue;
     // The 0/1 flags (parse_gemm_tune checked the value).
+    if (e.field == "ws") continue;  // chose the kernel already (prefill_flag_tuned)
     bool* flag = e.field == "st" ? &c.split_tail : e.field == "wa" ? &c.wa : e.field == "fr" ? &c.fr : nullptr;
     if (flag != nullptr) {
       *flag = e.value != 0;
@@ -171,6 +190,7 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
   // The kernels' contracts (see their tunable blocks).
   const int kseg = std::min(4, static_cast<int>((key.k + 255) / 256));
   const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32 && c.ctas * c.threads() <= 2048)
+                 : c.kernel == GemmKernel::mxfp4_ws ? c.stages >= 3 && c.smem_bytes(key.quant, key.k) <= 227u * 1024u
                          : c.wg >= 1 && c.wg <= (c.wa ? 2 : 3) && c.stages >= 3 && (c.depth == 1 || c.depth == 2) &&
          c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
   if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +
@@ -247,6 +267,29 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     c.fr = c.fr && c.nt == 1 && std::uint64_t(key.token_bucket) * key.top_k <= 32 && key.experts <= 256;
     return c;
   }
+  if (prefill_flag_tuned("ws").value_or(true)) {
+    // Past decode: the persistent warp-specialized kernel. Each m-tile
+    // dequantizes its 128-row weight block once, so a tile should hold all of
+    // an expert's rows (u = avg + sqrt(avg) covers most experts under uniform
+    // routing), and the tensor work grows with the tile: the smallest of the
+    // four tile heights that holds u, two or more tiles above 192 (256 rows
+    // need more registers than the 168 a 384-thread CTA has).
+    c.kernel = GemmKernel::mxfp4_ws;
+    c.ws = true;
+    c.k_tail = key.k % kBK != 0;
+    const double u = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
+    c.tm = 192;
+    for (int tm : {32, 64, 128})
+      if (u <= tm) {
+        c.tm = tm;
+        break;
+      }
+    // The deepest ring within 227 KB, at most 16 slices (STAGES - 1 in flight).
+    c.stages = 16;
+    while (c.stages > 3 && c.smem_bytes(key.quant, key.k) > 227u * 1024u) --c.stages;
+    apply_tune(c, key);
+    return c;
+  }
   // Prefill: tensor bound. wgmma on 64 * wg routed rows x 128 weight rows; the
   // dequantized slice is shared by the wg warpgroups, so two of them halve the
   // dequantization per MMA once experts hold enough rows to fill them.
@@ -310,7 +353,8 @@ GemmConfig choose_config(const SpecKey& key) {
   // activations-as-A kernel: measured on gpt-oss-120b T = 512 (16 rows per
   // expert), layer 1382 us there, 2109 us on 64-row wgmma tiles, 2497 us on the
   // decode kernel with 32-row tiles.
-  if (key.quant == QuantMode::w4a16_mxfp4 && (avg <= 8 || avg > 24)) return choose_mxfp4_swapab(key, hit, avg);
+  if (key.quant == QuantMode::w4a16_mxfp4 && (avg <= 8 || avg > 24 || prefill_flag_tuned("ws").value_or(true)))
+    return choose_mxfp4_swapab(key, hit, avg);
   const int KT = static_cast<int>((key.k + kBK - 1) / kBK);
   c.warps_m = 1;
   c.ni = 4;

@@ -19,7 +19,11 @@ namespace moejit::ops {
 //                   A, weights streamed to registers, K split across warps;
 //   mxfp4_wgmma   : kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, weights dequantized
 //                   to a shared bf16 tile, wgmma on 64 * wg routed rows x 128.
-enum class GemmKernel { x_operand_a, mxfp4_decode, mxfp4_wgmma };
+//   mxfp4_ws      : kernels/grouped_gemm_mxfp4_ws_sm90.cuh, persistent and
+//                   warp-specialized: a producer warpgroup fills an mbarrier
+//                   ring, two consumer warpgroups dequantize into wgmma A
+//                   registers; tm routed rows per m-tile (wgmma N).
+enum class GemmKernel { x_operand_a, mxfp4_decode, mxfp4_wgmma, mxfp4_ws };
 
 struct GemmConfig {
   GemmKernel kernel = GemmKernel::x_operand_a;
@@ -49,12 +53,21 @@ struct GemmConfig {
   // weights dequantized into wgmma A registers, 256 threads, wg = 64-row halves
   // of the routed-row tile; depth is not used). MOEJIT_GEMM_TUNE prefill.wa=0|1.
   bool wa = false;
+  // mxfp4_ws: routed rows per m-tile (the wgmma N dimension: 32, 64, 128 or
+  // 192); stages is its ring depth. MOEJIT_GEMM_TUNE prefill.ws=0 selects the
+  // single-role kernels instead.
+  int tm = 0;
+  bool ws = false;
   int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each); depth 2 = MMAs overlap the next
                // slice's dequantization, 1 = they retire first
   int bm() const;  // routed rows per m-tile
   int bn() const;  // weight rows (logical output columns) per CTA
   int threads() const;
   std::uint32_t smem_bytes(QuantMode q, std::uint32_t k) const;  // dynamic shared memory, bytes
+  // Grid of a launch over `tiles` m-tiles (at most): x, y. The persistent
+  // mxfp4_ws kernel takes one CTA per SM at most and walks the work itself.
+  std::uint32_t grid_x(std::uint32_t n, std::uint32_t tiles) const;
+  std::uint32_t grid_y(std::uint32_t tiles) const;
   std::string to_string() const;  // "kernel=x_operand_a bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=6 splits=1 k_tail=0"
 };
 
@@ -63,7 +76,7 @@ struct GemmConfig {
 // wgmma configuration.
 struct GemmTune {
   bool decode = true;  // decode (mxfp4_decode) or prefill (mxfp4_wgmma)
-  std::string field;   // decode: wn, kw, mw, nt, depth, ctas, xs (0/1) or fr (0/1); prefill: wg, stages, depth, st (0/1) or wa (0/1)
+  std::string field;   // decode: wn, kw, mw, nt, depth, ctas, xs (0/1) or fr (0/1); prefill: wg, stages, depth, st (0/1), wa (0/1) or ws (0/1)
   int value = 0;       // 1..16, or 0/1 for the flags
 };
 // Parses comma-separated items. Throws InvalidArgument naming the first bad item.

@@ -337,7 +337,8 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   const std::uint32_t tb = ops::split_tail_bucket(s, quant, bucket, target);
   const SpecKey tkey = tb != 0 ? ops::gemm_key(op, s, quant, tb, target) : key;
   const KernelRef tk = tb != 0 ? rt.get(tkey) : k;
-  launch(k, ceil_div(key.n, c.bn()), tiles, &p, stream, static_cast<unsigned>(c.splits));
+  p.num_experts = static_cast<int>(s.experts);  // the persistent kernel bounds its scale reads by it
+  launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, static_cast<unsigned>(c.splits));
   if (tb != 0) {
     const ops::GemmConfig tc = ops::choose_config(tkey);
     GroupedGemmParamsArg tp = p;
