@@ -1,28 +1,32 @@
 // MXFP4 grouped GEMM for prefill and the middle range, sm_90a: persistent,
 // warp-specialized, weights as the wgmma A operand ("WS").
 //   gate_up: H[r] = act(X[t(r)] @ W1[e]^T + b1[e]);  down: Y[r] = gamma[r] * (H[r] @ W2[e]^T + b2[e]).
-// Computed as out^T = W X^T: 128 weight rows (two consumer warpgroups of 64,
-// 16 per warp) times BM routed rows of one expert (the wgmma N dimension, 32 to
+// Computed as out^T = W X^T: 64 * CWG weight rows (CWG consumer warpgroups of
+// 64, 16 per warp) times BM routed rows of one expert (the wgmma N dimension, 32 to
 // 192), K in 64-wide slices. Same parameters and tile lists as the other
 // grouped GEMMs (GroupedGemmParams; m-tiles of BM rows).
 //
-// Roles (384 threads, one CTA per SM, grid <= the SM count):
-//   warpgroup 0, the producer (setmaxnreg 80): for every slice of every work
+// Roles (128 * (1 + CWG) threads, one CTA per SM, grid <= the SM count):
+//   warpgroup 0, the producer (WsRegs): for every slice of every work
 //     item the CTA owns, waits for the ring slot to be free (empty mbarrier),
 //     then copies with cp.async the slice's BM activation rows (gathered by
 //     token for gate_up, 128-byte swizzled: the K-major B operand), its packed
-//     e2m1 weights (128 rows x 32 bytes) and the two 4-byte words holding each
-//     row's two E8M0 scales; once a slice's copies landed (cp.async.wait_group,
-//     STAGES - 2 slices later, so STAGES - 1 slices are in flight) it fences
-//     them for the async proxy and arrives on the slot's full mbarrier.
-//   warpgroups 1 and 2, the consumers (setmaxnreg 216): wait on the full
+//     e2m1 weights (64 * CWG rows x 32 bytes) and the two 4-byte words holding each
+//     row's two E8M0 scales, then arms the slot's full mbarrier with
+//     cp.async.mbarrier.arrive.noinc: the barrier completes when every
+//     producer thread's copies landed, and the producer never waits for data.
+//     Why not a wait_group + arrive: the producer then signals a slice only
+//     after it could issue a later one, which ties the consumers' progress to
+//     a producer round trip per slice (measured: T = 512 gate_up 1119 us
+//     against 963 with the hardware-armed arrival).
+//   warpgroups 1 .. CWG, the consumers (WsRegs): wait on the full
 //     mbarrier, build their wgmma A fragments straight from the packed weights
 //     in registers (six instructions per bf16x2, half a slice at a time: one
 //     E8M0 scale per row), issue m64nBMk16 wgmma with B from the ring, and
 //     release a slot on its empty mbarrier once the wgmmas that read it have
 //     retired. The epilogue (bias, activation, router weight, store) of a work
 //     item runs while the producer already fills the next item's slices.
-// Work items: (m-tile, 128-row weight block) pairs, m-tile major, walked by
+// Work items: (m-tile, 64 * CWG-row weight block) pairs, m-tile major, walked by
 // every CTA with stride gridDim.x: CTAs running at the same time share an
 // m-tile's activation rows in L2. The m-tile count comes from the routing
 // kernel (device memory): no host synchronization, CUDA-graph capturable.
@@ -36,8 +40,12 @@
 // ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp) ----
 //   BM     : routed rows per m-tile, 32, 64, 128 or 192 (accumulators: BM / 2 per consumer thread;
 //            ptxas allocates every role within the launch bound's 168 registers, so 256 spills)
-//   STAGES : ring depth (>= 3)
-// Shared memory (bytes): 1024 (alignment) + STAGES * (BM * 128 + 128 * 32 + 128 * 8) + STAGES * 16 (mbarriers).
+//   CWG    : consumer warpgroups, 2 or 4 (four hide the dequantization's
+//            latency with 16 consumer warps per SM; their 96-register budget
+//            holds the accumulators of BM <= 64 only)
+//   STAGES : ring depth (>= 2)
+// Shared memory (bytes): 1024 (alignment) + STAGES * (BM * 128 + BN * 32 + BN * 8) + STAGES * 16 (mbarriers)
+// + 2 * BM * 4 (router weights), BN = 64 * CWG.
 // K % 32 == 0; K % 64 == 32 zero-fills the second half of the last slice (K_TAIL).
 // N % 16 == 0 (a warp's 16 rows are all in or all out). w_scales 4-byte aligned.
 
@@ -50,23 +58,42 @@ __device__ __forceinline__ u32 ws_e2m1_byte_to_bf16x2(u32 x, u32 sel, u32 f1) {
   return mul_bf16x2((t * 0x1040u) & 0x81C081C0u, f1);
 }
 
-template <int BM>
+// Register budget. A CTA's warps trade registers through the CTA's own pool:
+// setmaxnreg.inc waits until warps of the same CTA released enough with
+// setmaxnreg.dec, so the consumers may take at most what the producer gives
+// up: 128 * (kLaunch - kProducer) >= 128 * CWG * (kConsumer - kLaunch).
+// ptxas gives a kernel with setmaxnreg the launch bound's whole budget
+// (65536 / threads, rounded down to 8: 168 with two consumer warpgroups, 96
+// with four; the CPU kernel-source test checks every variant reports it) and
+// allocates each role's code within it.
+template <int CWG>
+struct WsRegs {
+  static constexpr int kThreads = 128 * (1 + CWG);
+  static constexpr int kLaunch = (65536 / kThreads) & ~7;
+  static constexpr int kProducer = CWG == 2 ? 80 : 56;
+  static constexpr int kConsumer = (kLaunch + (kLaunch - kProducer) / CWG) & ~7;
+  static_assert(128 * (kLaunch - kProducer) >= 128 * CWG * (kConsumer - kLaunch),
+                "the consumers cannot take more registers than the producer releases");
+};
+
+template <int BM, int CWG>
 struct WsLayout {
-  static constexpr int kBn = 128, kBk = 64;
+  static constexpr int kBn = 64 * CWG, kBk = 64;
   static constexpr int kXBytes = BM * 128;    // activation rows of a slice, 128-byte swizzled
   static constexpr int kWBytes = kBn * 32;    // packed weights: ring row rr at rr * 32
   static constexpr int kSBytes = kBn * 8;     // two scale words per ring row
   static constexpr int kStageBytes = kXBytes + kWBytes + kSBytes;
 };
 
-template <int BM, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
-__global__ void __launch_bounds__(384, 1) grouped_gemm_mxfp4_ws_kernel(const GroupedGemmParams p) {
-  using L = WsLayout<BM>;
+template <int BM, int CWG, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
+__global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_ws_kernel(const GroupedGemmParams p) {
+  using L = WsLayout<BM, CWG>;
+  using R = WsRegs<CWG>;
+  static_assert(CWG == 2 || CWG == 4, "two or four consumer warpgroups");
   constexpr int BN = L::kBn, BK = L::kBk;
   static_assert(BM == 32 || BM == 64 || BM == 128 || BM == 192, "BM: 32, 64, 128 or 192 routed rows");
-  static_assert(STAGES >= 3, "STAGES - 2 slices wait in the producer's cp.async groups");
+  static_assert(STAGES >= 2, "a ring of at least two slices");
   static_assert(!(OUT_F32 && ACT != kActNone), "gated activations write bf16");
-  constexpr int LAG = STAGES - 2;  // the producer signals slice i once slice i + LAG was issued
 
   extern __shared__ __align__(128) u8 smem_raw[];
   const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -75,11 +102,13 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_mxfp4_ws_kernel(const Gro
   const u32 s_ring = w_ring + STAGES * L::kWBytes;       // STAGES * kSBytes
   const u32 full_bar = s_ring + STAGES * L::kSBytes;     // STAGES mbarriers: slice landed
   const u32 empty_bar = full_bar + STAGES * 8;           // STAGES mbarriers: slot free
+  // Router weights of the routed rows of the last two work items (down), by item parity.
+  float* s_gamma = (float*)(smem_raw + (empty_bar + STAGES * 8 - smem_addr(smem_raw)));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, 128);  // every producer thread
-      mbar_init(empty_bar + 8 * s, 8);   // every consumer warp
+      mbar_init(empty_bar + 8 * s, 4 * CWG);  // every consumer warp
     }
   }
   __syncthreads();
@@ -99,7 +128,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_mxfp4_ws_kernel(const Gro
 
   if (warp < 4) {
     // ---------------- producer ----------------
-    setmaxnreg_dec<80>();
+    setmaxnreg_dec<R::kProducer>();
     constexpr int X_ROWS = BM / 16;  // rows per thread per slice: unit tid % 8 of rows tid / 8 + 16 j
     const int unit = tid & 7, row0 = tid >> 3;
     const i64 scale_total = (i64)p.num_experts * N * s_row_bytes;  // bytes of w_scales
@@ -113,14 +142,19 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_mxfp4_ws_kernel(const Gro
         const int r = row_begin + row0 + 16 * j;
         xrow[j] = r < row_end ? (GATHER ? p.sorted_route[r] / p.top_k : r) : -1;
       }
-      // Weights: chunk (ring row tid / 2 + 64 j, half tid % 2); scales: ring row tid.
-      const u8* wsrc[2];
+      // Weights: chunk (ring row tid / 2 + 64 j, half tid % 2); scales: ring rows tid + 128 j.
+      const u8* wsrc[CWG];
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+      for (int j = 0; j < CWG; ++j) {
         const int rr = (tid >> 1) + 64 * j;
         wsrc[j] = n0 + (rr & ~15) < N ? p.w + ring_row_phys(expert, n0, rr) * w_row_bytes + (tid & 1) * 16 : nullptr;
       }
-      const i64 s_start = n0 + (tid & ~15) < N ? ring_row_phys(expert, n0, tid) * s_row_bytes : -1;
+      i64 s_start[CWG / 2];
+#pragma unroll
+      for (int j = 0; j < CWG / 2; ++j) {
+        const int rr = tid + 128 * j;
+        s_start[j] = n0 + (rr & ~15) < N ? ring_row_phys(expert, n0, rr) * s_row_bytes : -1;
+      }
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int slot = it % STAGES;
         mbar_wait(empty_bar + 8 * slot, ((it / STAGES) & 1) ^ 1);
@@ -135,42 +169,36 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_mxfp4_ws_kernel(const Gro
         }
         const u32 ws = w_ring + slot * L::kWBytes;
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < CWG; ++j) {
           const bool live = wsrc[j] != nullptr && (!K_TAIL || k0 + (tid & 1) * 32 < K);
           cp_async_16(ws + ((tid >> 1) + 64 * j) * 32 + (tid & 1) * 16,
                       live ? (const void*)(wsrc[j] + k0 / 2) : (const void*)p.w, live ? 16u : 0u);
         }
         // The row's scales of this slice (bytes s_start + 2 kt, + 1) lie in
         // the two aligned words from (s_start + 2 kt) & ~3.
-        const u32 ss = s_ring + slot * L::kSBytes + tid * 8;
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const i64 word = s_start < 0 ? -1 : ((s_start + 2 * kt) & ~(i64)3) + 4 * j;
+        for (int j = 0; j < CWG; ++j) {
+          const i64 start = s_start[j >> 1];
+          const i64 word = start < 0 ? -1 : ((start + 2 * kt) & ~(i64)3) + 4 * (j & 1);
           const i64 left = word < 0 ? 0 : scale_total - word;
           const u32 bytes = left <= 0 ? 0u : left >= 4 ? 4u : (u32)left;
-          cp_async_4z(ss + 4 * j, bytes ? (const void*)(p.w_scales + word) : (const void*)p.w_scales, bytes);
+          cp_async_4z(s_ring + slot * L::kSBytes + (tid + 128 * (j >> 1)) * 8 + 4 * (j & 1),
+                      bytes ? (const void*)(p.w_scales + word) : (const void*)p.w_scales, bytes);
         }
-        cp_async_commit();
-        if (it >= LAG) {
-          cp_async_wait_n<LAG>();
-          ws_fence_proxy_async();
-          mbar_arrive(full_bar + 8 * ((it - LAG) % STAGES));
-        }
+        cp_async_mbar_arrive(full_bar + 8 * slot);
       }
     }
-    // The last LAG slices.
     cp_async_wait_n<0>();
-    ws_fence_proxy_async();
-    for (int i = it - LAG < 0 ? 0 : it - LAG; i < it; ++i) mbar_arrive(full_bar + 8 * (i % STAGES));
     return;
   }
 
   // ---------------- consumers ----------------
-  setmaxnreg_inc<216>();
-  const int cw = warp - 4;  // consumer warp 0..7: ring rows 16 cw .. 16 cw + 15
+  setmaxnreg_inc<R::kConsumer>();
+  const int cw = warp - 4;  // consumer warp 0 .. 4 CWG - 1: ring rows 16 cw .. 16 cw + 15
   const int g = lane >> 2, q = lane & 3;
   const u32 sel = (u32)q | ((u32)(4 + q) << 8);
-  int it = 0;
+  int it = 0, item_parity = 0;
+  const int ct = tid - 128;  // consumer thread 0 .. 128 CWG - 1
   int pending = -1;  // slot whose last wgmma group is still in flight
   auto release = [&](int slot) {
     __syncwarp();
@@ -182,6 +210,8 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_mxfp4_ws_kernel(const Gro
     const int expert = p.tile_expert[tile], row_begin = p.tile_row_begin[tile], row_end = p.tile_row_end[tile];
     const int L0 = n0 + 16 * cw;
     const bool grp_ok = L0 < N;
+    float my_gamma = 1.f;  // router weight of routed row row_begin + ct (ct < BM)
+    if (ROUTER_WEIGHT && ct < BM && row_begin + ct < row_end) my_gamma = p.gamma[p.sorted_route[row_begin + ct]];
     // Byte of this slice's first scale inside the slot's two words, per fragment row (g, g + 8).
     int s_phase[2];
 #pragma unroll
@@ -239,6 +269,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_mxfp4_ws_kernel(const Gro
     for (int kt = 0; kt < KT; ++kt, ++it) {
       const int slot = it % STAGES;
       mbar_wait(full_bar + 8 * slot, (it / STAGES) & 1);
+
       build_half(slot, kt, 0, a_lo);
       mma_half(slot, 0, a_lo);
       if (pending >= 0) release(pending);  // its second half just retired
@@ -249,6 +280,16 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_mxfp4_ws_kernel(const Gro
     ws_wgmma_wait<0>();
     if (pending >= 0) release(pending);
     pending = -1;
+    // The epilogue's router weights: loaded (two dependent loads) before the
+    // K loop, written to shared memory after it, so their latency hides under
+    // the loop. The named barrier of the consumers also tells that every
+    // consumer is done with the buffer of two items ago.
+    float* gam = s_gamma + item_parity * BM;
+    if constexpr (ROUTER_WEIGHT) {
+      if (ct < BM) gam[ct] = my_gamma;
+      asm volatile("bar.sync 1, %0;\n" ::"n"(128 * CWG) : "memory");
+    }
+    item_parity ^= 1;
 
     // Epilogue: acc[4i .. 4i + 3] is the m16n8 C fragment of the warp's 16
     // output columns and routed rows row_begin + 8 i ...
@@ -260,7 +301,8 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_mxfp4_ws_kernel(const Gro
       const int rows = row_begin + 8 * i;
       if (rows >= row_end) break;  // warp-uniform
       float gamma2[2];
-      swapab_gamma_pair<ROUTER_WEIGHT>(p, rows, row_end, q, gamma2);
+#pragma unroll
+      for (int t = 0; t < 2; ++t) gamma2[t] = ROUTER_WEIGHT ? gam[8 * i + 2 * q + t] : 1.f;
       const float v[4] = {acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]};
       if constexpr (ACT != kActNone) {  // one output per routed row and column pair (gate, up)
         swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, L0, rows, row_end, v, bias2, gamma2, g, q);

@@ -51,6 +51,11 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
       : "memory");
 }
 
+// Arrive on the mbarrier once every cp.async this thread issued so far has
+// landed (without counting an extra arrival: the barrier's count includes it).
+__device__ __forceinline__ void cp_async_mbar_arrive(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
 // 4-byte global -> shared copy; src_bytes < 4 zero-fills the rest.
 __device__ __forceinline__ void cp_async_4z(u32 dst, const void* src, u32 src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));

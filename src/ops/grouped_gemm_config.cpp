@@ -22,11 +22,12 @@ int GemmConfig::bm() const {
   return kernel == GemmKernel::x_operand_a ? 16 * mi * warps_m : 8 * nt;
 }
 int GemmConfig::bn() const {
-  if (kernel == GemmKernel::mxfp4_wgmma || kernel == GemmKernel::mxfp4_ws) return 128;
+  if (kernel == GemmKernel::mxfp4_ws) return 64 * cwg;
+  if (kernel == GemmKernel::mxfp4_wgmma) return 128;
   return kernel == GemmKernel::x_operand_a ? 8 * ni * warps_n : 16 * mw * wn;
 }
 int GemmConfig::threads() const {
-  if (kernel == GemmKernel::mxfp4_ws) return 384;
+  if (kernel == GemmKernel::mxfp4_ws) return 128 * (1 + cwg);
   if (kernel == GemmKernel::mxfp4_wgmma) return wa ? 256 : 128 * wg;
   return kernel == GemmKernel::x_operand_a ? 32 * warps_m * warps_n : 32 * wn * kw;
 }
@@ -37,7 +38,7 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   // kernels/grouped_gemm_mxfp4_ws_sm90.cuh, "Shared memory": per stage the
   // activation rows, the packed weights and two scale words per weight row.
   if (kernel == GemmKernel::mxfp4_ws)
-    return 1024 + stages * (bm() * 128 + bn() * 32 + bn() * 8) + stages * 16;
+    return 1024 + stages * (bm() * 128 + bn() * 32 + bn() * 8) + stages * 16 + 2 * bm() * 4;
   // MXFP4: the E8M0 scale table of the tile's rows (scale_row_pitch in the kernels).
   const std::uint32_t table = bn() * (((k / 32 + 3) + 3) & ~3u);
   if (kernel == GemmKernel::mxfp4_wgmma)  // kernels/grouped_gemm_mxfp4_wgmma{_wa,}_sm90.cuh, "Shared memory"
@@ -57,7 +58,7 @@ std::uint32_t GemmConfig::grid_y(std::uint32_t tiles) const { return kernel == G
 std::string GemmConfig::to_string() const {
   if (kernel == GemmKernel::mxfp4_ws)
     return "kernel=mxfp4_ws bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) +
-           " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
+           " cwg=" + std::to_string(cwg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
   if (kernel == GemmKernel::mxfp4_wgmma && wa)  // no overlap field: WA always overlaps (depth unused)
     return "kernel=mxfp4_wgmma bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " wg=" +
            std::to_string(wg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0") +
@@ -284,7 +285,11 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
         c.tm = tm;
         break;
       }
-    // The deepest ring within 227 KB, at most 16 slices (STAGES - 1 in flight).
+    // Four consumer warpgroups (16 consumer warps per SM) where their
+    // 96-register budget holds the accumulators (BM <= 64): with two, the
+    // dequantize -> wgmma chain of 8 warps per SM is latency bound.
+    c.cwg = c.tm <= 64 ? 4 : 2;
+    // The deepest ring within 227 KB, at most 16 slices.
     c.stages = 16;
     while (c.stages > 3 && c.smem_bytes(key.quant, key.k) > 227u * 1024u) --c.stages;
     apply_tune(c, key);

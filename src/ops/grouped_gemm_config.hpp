@@ -57,6 +57,7 @@ struct GemmConfig {
   // 192); stages is its ring depth. MOEJIT_GEMM_TUNE prefill.ws=0 selects the
   // single-role kernels instead.
   int tm = 0;
+  int cwg = 2;  // mxfp4_ws: consumer warpgroups (2 or 4; 64 * cwg weight rows per CTA)
   bool ws = false;
   int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each); depth 2 = MMAs overlap the next
                // slice's dequantization, 1 = they retire first

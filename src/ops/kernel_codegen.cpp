@@ -63,7 +63,7 @@ KernelSource generate_grouped_gemm(const SpecKey& key) {
     case ops::GemmKernel::mxfp4_ws:
       ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "wgmma_sm90.cuh",
                         "grouped_gemm_mxfp4_ws_sm90.cuh"});
-      ks.name_expression = "moejit::grouped_gemm_mxfp4_ws_kernel<" + std::to_string(c.tm) + ", " +
+      ks.name_expression = "moejit::grouped_gemm_mxfp4_ws_kernel<" + std::to_string(c.tm) + ", " + std::to_string(c.cwg) + ", " +
                            std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
       break;
     case ops::GemmKernel::mxfp4_wgmma:
