@@ -268,7 +268,13 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     c.fr = c.fr && c.nt == 1 && std::uint64_t(key.token_bucket) * key.top_k <= 32 && key.experts <= 256;
     return c;
   }
-  if (prefill_flag_tuned("ws").value_or(true)) {
+  // Where the warp-specialized kernel runs by default: tiles of 192 rows
+  // (u > 128). Measured on gpt-oss-120b (layer us, WS / single-role kernels):
+  // T = 512 1346 / 1324, 1024 1552 / 1471, 2048 2134 / 1706 (tiles of 32,
+  // 64 and 128 rows), 4096 2668 / 2737, 16384 8658 / 8824 (192 rows);
+  // docs/kernels.md. MOEJIT_GEMM_TUNE prefill.ws=1 forces it at any T past decode.
+  const double u_ws = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
+  if (prefill_flag_tuned("ws").value_or(u_ws > 128.0)) {
     // Past decode: the persistent warp-specialized kernel. Each m-tile
     // dequantizes its 128-row weight block once, so a tile should hold all of
     // an expert's rows (u = avg + sqrt(avg) covers most experts under uniform
@@ -358,7 +364,7 @@ GemmConfig choose_config(const SpecKey& key) {
   // activations-as-A kernel: measured on gpt-oss-120b T = 512 (16 rows per
   // expert), layer 1382 us there, 2109 us on 64-row wgmma tiles, 2497 us on the
   // decode kernel with 32-row tiles.
-  if (key.quant == QuantMode::w4a16_mxfp4 && (avg <= 8 || avg > 24 || prefill_flag_tuned("ws").value_or(true)))
+  if (key.quant == QuantMode::w4a16_mxfp4 && (avg <= 8 || avg > 24 || prefill_flag_tuned("ws").value_or(false)))
     return choose_mxfp4_swapab(key, hit, avg);
   const int KT = static_cast<int>((key.k + kBK - 1) / kBK);
   c.warps_m = 1;

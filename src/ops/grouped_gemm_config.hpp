@@ -54,8 +54,9 @@ struct GemmConfig {
   // of the routed-row tile; depth is not used). MOEJIT_GEMM_TUNE prefill.wa=0|1.
   bool wa = false;
   // mxfp4_ws: routed rows per m-tile (the wgmma N dimension: 32, 64, 128 or
-  // 192); stages is its ring depth. MOEJIT_GEMM_TUNE prefill.ws=0 selects the
-  // single-role kernels instead.
+  // 192); stages is its ring depth. The default where tiles of 192 rows fit
+  // the experts (gpt-oss-120b T >= ~3000); MOEJIT_GEMM_TUNE prefill.ws=1|0
+  // forces it on or off past decode.
   int tm = 0;
   int cwg = 2;  // mxfp4_ws: consumer warpgroups (2 or 4; 64 * cwg weight rows per CTA)
   bool ws = false;

@@ -95,9 +95,16 @@ TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuri
       CHECK(gu.bm() == 8);
       CHECK(dn.splits == 1);
     }
-    if (T >= 4096) CHECK(gu.kernel == ops::GemmKernel::mxfp4_wgmma);
-    // Prefill: both on the weights-as-A kernel, 128 routed rows, a 4-deep ring.
-    if (T >= 4096) CHECK((gu.wa && dn.wa && gu.wg == 2 && dn.wg == 2 && gu.stages == 4 && dn.stages == 4));
+    // Experts of > ~117 routed rows (T >= 4096 here): the persistent
+    // warp-specialized kernel on 192-row tiles, two consumer warpgroups.
+    if (T >= 4096) {
+      CHECK(gu.kernel == ops::GemmKernel::mxfp4_ws);
+      CHECK(dn.kernel == ops::GemmKernel::mxfp4_ws);
+      CHECK((gu.bm() == 192 && dn.bm() == 192 && gu.cwg == 2 && gu.threads() == 384 && gu.splits == 1));
+      CHECK(gu.smem_bytes(QuantMode::w4a16_mxfp4, 2880) <= 227u * 1024u);
+    }
+    // T = 512 (16 rows per expert): the activations-as-A kernel.
+    if (T == 512) CHECK(gu.kernel == ops::GemmKernel::x_operand_a);
     // T = 1: the four routed rows' activations staged (4 x 6160 bytes), six
     // CTAs per SM; from T = 2 the 8-row stage (49 KB) is too big for that.
     CHECK(gu.xs == (T == 1 ? 4 : 0));
