@@ -125,6 +125,7 @@ def main() -> int:
         for _ in range(3):
             layer(x, topk_ids, topk_weights)
         eager_ms = event_times_ms(lambda: layer(x, topk_ids, topk_weights), a.iters)
+        fwd_us = host_times_us(lambda: layer(x, topk_ids, topk_weights), a.iters)
         module_ms = event_times_ms(lambda: moe(x, logits), a.iters)
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -140,21 +141,24 @@ def main() -> int:
         ok &= same
         graph_ms = event_times_ms(graph.replay, a.iters)
         # 3. host time of one call: Python op, Python direct, C++ MoeLayer::run.
-        op_us = host_times_us(lambda: layer(x, topk_ids, topk_weights), a.iters)
-        direct_us = host_times_us(lambda: layer.run(x, topk_ids, topk_weights), a.iters)
+        op_us = host_times_us(lambda: torch.ops.moejit.moe_layer(x, topk_ids, topk_weights, layer.handle), a.iters)
         out = torch.empty_like(x)
+        direct_us = host_times_us(lambda: layer.run(x, topk_ids, topk_weights, out=out), a.iters)
         cpp_us = statistics.median(layer.core.host_time_us(
             T, x.data_ptr(), x.stride(0), topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(), out.stride(0),
             layer.workspace.data_ptr(), layer.workspace.numel(), mt.current_stream(dev), a.iters))
-        rows.append((T, eager_ms * 1e3, graph_ms * 1e3, module_ms * 1e3, same, op_us, direct_us, cpp_us))
+        rows.append((T, eager_ms * 1e3, graph_ms * 1e3, module_ms * 1e3, same, op_us, fwd_us, direct_us, cpp_us))
 
     print(f"\n{'T':>6} {'eager_us':>10} {'graph_us':>10} {'module_us':>10} {'graph=eager':>11}   "
-          f"{'host: op_us':>11} {'direct_us':>10} {'cpp_us':>8} {'op-cpp':>8} {'direct-cpp':>10}")
-    for T, e, gr, mo, same, op, di, cpp in rows:
-        print(f"{T:>6} {e:>10.1f} {gr:>10.1f} {mo:>10.1f} {str(same):>11}   {op:>11.1f} {di:>10.1f} {cpp:>8.1f} "
-              f"{op - cpp:>8.1f} {di - cpp:>10.1f}")
+          f"{'host: op_us':>11} {'forward_us':>10} {'direct_us':>10} {'cpp_us':>8} {'op-cpp':>8} {'fwd-cpp':>8} "
+          f"{'direct-cpp':>10}")
+    for T, e, gr, mo, same, op, fw, di, cpp in rows:
+        print(f"{T:>6} {e:>10.1f} {gr:>10.1f} {mo:>10.1f} {str(same):>11}   {op:>11.1f} {fw:>10.1f} {di:>10.1f} "
+              f"{cpp:>8.1f} {op - cpp:>8.1f} {fw - cpp:>8.1f} {di - cpp:>10.1f}")
     print("eager_us: the op between CUDA events on an idle GPU (as moejit-run's time_us); graph_us: one replay of a "
-          "captured call;\nmodule_us: FusedMoE (routing + layer); host: median host time of one call, GPU idle.")
+          "captured call;\nmodule_us: FusedMoE (routing + layer); host: median host time of one call on an idle GPU: op_us through\n"
+          "torch.ops.moejit.moe_layer (allocates out), forward_us MoeLayer.__call__ (eager: run(), allocates out),\n"
+          "direct_us MoeLayer.run(out=...) into a preallocated out, cpp_us MoeLayer::run from C++.")
     st = layer.runtime.stats()
     print(f"\nruntime: {st['compiles']} compiled, {st['disk_hits']} disk hits, "
           f"{st['misses_after_seal']} misses after seal")

@@ -51,6 +51,12 @@ except AttributeError:  # pragma: no cover - older torch
     _raw_stream = None
 
 
+try:
+    _is_compiling = torch.compiler.is_compiling
+except AttributeError:  # pragma: no cover - older torch
+    _is_compiling = torch._dynamo.is_compiling  # type: ignore[attr-defined]
+
+
 def current_stream(device: torch.device) -> int:
     """The caller's current CUDA stream on `device`, as the integer CUstream."""
     index = device.index if device.index is not None else torch.cuda.current_device()
@@ -173,8 +179,9 @@ class MoeLayer(torch.nn.Module):
 
     def plan(self) -> Plan:
         """The prewarm plan of this layer: its shape and quant mode, buckets up to max_num_tokens."""
+        scales = [self.core.weight_scale] if self.quant == "fp8_per_token" else []
         return Plan([self.shape], [self.quant], max_num_tokens=self.max_num_tokens, model_name=self.model_name,
-                    target=self.target, weight_scales=[self.core.weight_scale])
+                    target=self.target, weight_scales=scales)
 
     def prewarm(self, jobs: int = 0, load_on_gpu: bool = True) -> _moejit.PrewarmReport:
         """Compiles (or loads from the disk cache) every kernel this layer can launch
@@ -245,8 +252,12 @@ class MoeLayer(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
         """out bfloat16 [T, D] = the layer over x bfloat16 [T, D], topk_ids int32 [T, top_k],
-        topk_weights float32 [T, top_k] (torch.ops.moejit.moe_layer)."""
-        return torch.ops.moejit.moe_layer(x, topk_ids, topk_weights, self.handle)
+        topk_weights float32 [T, top_k]. Under torch.compile the custom op moejit::moe_layer
+        (traced through its fake implementation); in eager mode the same call without the
+        dispatcher's host time (run()). Both can be captured in a CUDA graph."""
+        if _is_compiling():
+            return torch.ops.moejit.moe_layer(x, topk_ids, topk_weights, self.handle)
+        return self.run(x, topk_ids, topk_weights)
 
     def release(self) -> None:
         """Forgets the handle (ops naming it then raise) and drops the weights' references."""
@@ -333,12 +344,13 @@ def _fp8_scales_shape(x: torch.Tensor, mode: str) -> Tuple[Tuple[int, ...], torc
 
 def _quantize_fp8_cuda(x: torch.Tensor, mode: str) -> Tuple[torch.Tensor, torch.Tensor]:
     shape, dtype = _fp8_scales_shape(x, mode)
-    codes = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+    # Why uint8 across DLPack: not every torch exports float8 dtypes through DLPack.
+    codes = torch.empty(x.shape, dtype=torch.uint8, device=x.device)
     scales = torch.empty(shape, dtype=dtype, device=x.device)
     if x.numel():
         _moejit.quantize_fp8_gpu(Runtime.global_runtime(), mode, x, codes, scales, stream=current_stream(x.device),
                                  target=target_of(x.device))
-    return codes, scales
+    return codes.view(torch.float8_e4m3fn), scales
 
 
 def _quantize_fp8_fake(x: torch.Tensor, mode: str) -> Tuple[torch.Tensor, torch.Tensor]:

@@ -57,10 +57,11 @@ def test_aot_pack_serves_a_fresh_cache(private_cache, tmp_path):
     assert moejit.write_pack(plan, pack, runtime=rt) == plan.num_keys
     assert pack.stat().st_mode & 0o222 == 0  # immutable
     fresh = moejit.Runtime(cache_dir=tmp_path / "empty-cache", pack=pack)
-    for key in plan.keys():
-        assert fresh.compiled(key)["origin"] == "disk"
+    found = [fresh.compiled(key) for key in plan.keys()]
+    # Keys sharing a kernel: the first is read from the pack, the others are memory hits.
+    assert {k["origin"] for k in found} <= {"disk", "memory"} and found[0]["origin"] == "disk"
     st = fresh.stats()
-    assert st["compiles"] == 0 and st["pack_hits"] == plan.num_keys
+    assert st["compiles"] == 0 and st["pack_hits"] == len({k["content_hash"] for k in found})
     r = run_tool("moejit-cache", "verify", "--pack", str(pack))
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -98,13 +98,15 @@ def test_cuda_graph_capture_and_replay(gpt_oss_20b, T):
     before = layer.runtime.stats()
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
+    op = torch.ops.moejit.moe_layer
     with torch.cuda.stream(s):
         for _ in range(2):
-            layer(sx, sids, sgamma)  # warm up on the capture stream
+            op(sx, sids, sgamma, layer.handle)  # warm up on the capture stream
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        sout = layer(sx, sids, sgamma)
+        sout = op(sx, sids, sgamma, layer.handle)
+        sout_direct = layer(sx, sids, sgamma)  # eager forward (run()) is capturable too
     for seed in (1, 2):
         x, ids, gamma = random_inputs(layer, T, seed=seed * 1000 + T)
         sx.copy_(x), sids.copy_(ids), sgamma.copy_(gamma)
@@ -112,6 +114,7 @@ def test_cuda_graph_capture_and_replay(gpt_oss_20b, T):
         eager = layer(x, ids, gamma)
         torch.cuda.synchronize()
         assert torch.equal(sout.view(torch.int16), eager.view(torch.int16)), f"T={T} replay {seed}"
+        assert torch.equal(sout_direct.view(torch.int16), eager.view(torch.int16)), f"T={T} replay {seed}"
     after = layer.runtime.stats()
     assert after["compiles"] == before["compiles"] and after["module_loads"] == before["module_loads"]
 
