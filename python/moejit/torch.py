@@ -22,8 +22,9 @@ once the layer is prewarmed, so they can be captured in a CUDA graph:
         (mode 'fp8_per_token': float32 [rows]; 'mxfp8': uint8 [rows, K/32])
 
 Kernels run on the caller's current CUDA stream. Nothing here needs torch at
-build time: tensors reach the library as device addresses (after the checks
-below) or through DLPack.
+build time. On the launch path tensors reach the library as device addresses
+after the checks below, never through DLPack: torch's __dlpack__ may order
+the default stream after the current one, which a CUDA-graph capture forbids.
 """
 from __future__ import annotations
 
@@ -318,9 +319,13 @@ def _quantize_mxfp4_cuda(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     w = w.contiguous()
     data = torch.empty((*w.shape[:-1], w.shape[-1] // 2), dtype=torch.uint8, device=w.device)
     scales = torch.empty((*w.shape[:-1], w.shape[-1] // 32), dtype=torch.uint8, device=w.device)
+    if w.dtype not in (torch.float32, torch.bfloat16):
+        raise InvalidArgument(f"w: expected dtype torch.float32 or torch.bfloat16, got {w.dtype}")
     if w.numel():
-        _moejit.quantize_mxfp4_gpu(Runtime.global_runtime(), w, data, scales, stream=current_stream(w.device),
-                                   target=target_of(w.device))
+        _moejit.quantize_mxfp4_gpu_ptr(Runtime.global_runtime(), w.data_ptr(),
+                                       "f32" if w.dtype == torch.float32 else "bf16", w.numel() // w.shape[-1],
+                                       w.shape[-1], data.data_ptr(), scales.data_ptr(), current_stream(w.device),
+                                       target=target_of(w.device))
     return data, scales
 
 
@@ -347,9 +352,14 @@ def _quantize_fp8_cuda(x: torch.Tensor, mode: str) -> Tuple[torch.Tensor, torch.
     # Why uint8 across DLPack: not every torch exports float8 dtypes through DLPack.
     codes = torch.empty(x.shape, dtype=torch.uint8, device=x.device)
     scales = torch.empty(shape, dtype=dtype, device=x.device)
+    if x.dim() != 2 or x.dtype != torch.bfloat16:
+        raise InvalidArgument(f"x: expected a bfloat16 [rows, K] tensor, got {x.dtype} {list(x.shape)}")
+    if x.shape[1] > 1 and x.stride(1) != 1:
+        raise InvalidArgument(f"x: rows must be contiguous, got strides {x.stride()}")
     if x.numel():
-        _moejit.quantize_fp8_gpu(Runtime.global_runtime(), mode, x, codes, scales, stream=current_stream(x.device),
-                                 target=target_of(x.device))
+        _moejit.quantize_fp8_gpu_ptr(Runtime.global_runtime(), mode, x.data_ptr(), x.stride(0), x.shape[0],
+                                     x.shape[1], codes.data_ptr(), scales.data_ptr(), current_stream(x.device),
+                                     target=target_of(x.device))
     return codes.view(torch.float8_e4m3fn), scales
 
 

@@ -167,6 +167,29 @@ void bind_quant(nb::module_& m) {
       "MXFP4 on the GPU, enqueued on `stream`: x float32/bfloat16 [..., cols] -> data uint8 [..., cols/2],\n"
       "scales uint8 [..., cols/32] (CUDA arrays, C-contiguous). Bit-identical to quantize_mxfp4().");
   m.def(
+      "quantize_mxfp4_gpu_ptr",
+      [](Runtime& rt, std::uintptr_t x, const std::string& in_dtype, std::uint64_t rows, std::uint32_t cols,
+         std::uintptr_t data, std::uintptr_t scales, std::uintptr_t stream, const std::string& target) {
+        const DType in = parse_dtype(in_dtype);
+        const Target t = parse_target(target);
+        nb::gil_scoped_release release;
+        quantize_mxfp4_gpu(rt, x, in, rows, cols, data, scales, to_stream(stream), t);
+      },
+      "runtime"_a, "x"_a, "in_dtype"_a, "rows"_a, "cols"_a, "data"_a, "scales"_a, "stream"_a, "target"_a = "sm_90a",
+      "quantize_mxfp4_gpu() with device addresses ('f32' or 'bf16' input, C-contiguous [rows, cols]).");
+  m.def(
+      "quantize_fp8_gpu_ptr",
+      [](Runtime& rt, const std::string& mode, std::uintptr_t x, std::int64_t x_row_stride, std::uint64_t rows,
+         std::uint32_t cols, std::uintptr_t codes, std::uintptr_t scales, std::uintptr_t stream,
+         const std::string& target) {
+        const QuantMode q = parse_quant_mode(mode);
+        const Target t = parse_target(target);
+        nb::gil_scoped_release release;
+        quantize_fp8_gpu(rt, q, x, x_row_stride, rows, cols, codes, scales, to_stream(stream), t);
+      },
+      "runtime"_a, "mode"_a, "x"_a, "x_row_stride"_a, "rows"_a, "cols"_a, "codes"_a, "scales"_a, "stream"_a,
+      "target"_a = "sm_90a", "quantize_fp8_gpu() with device addresses (x bfloat16 rows of x_row_stride elements).");
+  m.def(
       "quantize_fp8_gpu",
       [](Runtime& rt, const std::string& mode, const AnyArray& x, const AnyArray& codes, const AnyArray& scales,
          std::uintptr_t stream, const std::string& target) {
