@@ -63,6 +63,9 @@ void bind_errors(nb::module_& m) {
 NB_MODULE(_moejit, m) {
   m.doc() = "moejit C++ library bindings (use the moejit package, not this module directly)";
   m.attr("__version__") = std::string(moejit::version());
+  // Why off: layers registered with moejit.torch and the process-wide Runtime
+  // live until exit by design; nanobind would report them as leaks.
+  nb::set_leak_warnings(false);
   const char* part = "errors";
   try {
     moejit::python::bind_errors(m);
