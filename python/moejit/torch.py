@@ -153,8 +153,10 @@ class MoeLayer(torch.nn.Module):
         self.quant = self.core.quant
         ws_bytes = self.core.workspace_size(self.max_num_tokens)
         # Why allocate with torch: the workspace then lives in the caching
-        # allocator's accounting and is a plain buffer under CUDA graphs.
-        self.register_buffer("workspace", torch.empty(ws_bytes, dtype=torch.uint8, device=dev), persistent=False)
+        # allocator's accounting and is a plain buffer under CUDA graphs. Why a
+        # plain attribute, not a registered buffer: Module.to() must not move it
+        # (its address is recorded below and in captured graphs).
+        self.workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=dev)
         self._ws_ptr = self.workspace.data_ptr()
         self._ws_bytes = ws_bytes
         self._weights: Tuple[Optional[torch.Tensor], ...] = ()
