@@ -26,6 +26,7 @@ from ._moejit import (
     ModelSpec,
     MoeLayer,
     MoeLayerShape,
+    MoeWgrad,
     Plan,
     PrewarmFailure,
     PrewarmReport,
@@ -128,7 +129,7 @@ def info() -> dict[str, Any]:
 
 
 __all__ = [
-    "CompileError", "DriverError", "Error", "InvalidArgument", "ModelSpec", "MoeLayer", "MoeLayerShape",
+    "CompileError", "DriverError", "Error", "InvalidArgument", "ModelSpec", "MoeLayer", "MoeLayerShape", "MoeWgrad",
     "Plan", "PrewarmFailure", "PrewarmReport", "Runtime", "SealedMiss", "SpecKey", "bucket_set",
     "dequantize_mxfp4", "device", "embedded_model", "embedded_model_names", "info", "key_diff",
     "layer_keys", "load_hf_config", "nvrtc_error", "nvrtc_version", "parse_hf_config", "parse_key", "plan",

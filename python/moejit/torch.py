@@ -17,6 +17,11 @@ once the layer is prewarmed, so they can be captured in a CUDA graph:
     moejit::quantize_mxfp4(w) -> (data, scales)
         w float32/bfloat16 [..., K] (K % 32 == 0) -> uint8 [..., K/2], uint8 [..., K/32]
         (CUDA: the GPU quantizer; CPU: the bit-identical CPU one)
+    moejit::moe_wgrad(grad, x, expert_offsets, sorted_route, top_k, by_token) -> (dw, db)
+        the weight gradient of one grouped GEMM: grad bfloat16 [rows, N], x bfloat16
+        [T, K] (by_token: rows gather their token) or [rows, K], expert_offsets int32
+        [E + 1], sorted_route int32 [rows] (MoeLayer.route()) -> dw float32 [E, N, K],
+        db float32 [E, N]
     moejit::quantize_fp8(x, mode) -> (codes, scales)
         x bfloat16 [rows, K] -> float8_e4m3fn [rows, K] and scales
         (mode 'fp8_per_token': float32 [rows]; 'mxfp8': uint8 [rows, K/32])
@@ -262,6 +267,25 @@ class MoeLayer(torch.nn.Module):
             return torch.ops.moejit.moe_layer(x, topk_ids, topk_weights, self.handle)
         return self.run(x, topk_ids, topk_weights)
 
+    def route(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor
+              ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The layer's routing alone: (expert_offsets int32 [E + 1], sorted_route int32
+        [T * top_k]): rows of expert e are [expert_offsets[e], expert_offsets[e + 1]),
+        sorted_route[r] = t * top_k + j (within an expert the order is unspecified).
+        What moe_wgrad takes. Copies out of the layer's workspace."""
+        T = self._check_inputs(x, topk_ids, topk_weights)
+        stream = current_stream(self.device)
+        self.core.run_step("route", T, x.data_ptr(), x.stride(0), topk_ids.data_ptr(), topk_weights.data_ptr(),
+                           x.data_ptr(), x.stride(0), self._ws_ptr, self._ws_bytes, stream)
+        v = self.core.workspace_view(T, self._ws_ptr, self._ws_bytes)
+        E, rows = self.shape.experts, T * self.shape.top_k
+
+        def int32_view(addr: int, n: int) -> torch.Tensor:
+            off = addr - self._ws_ptr
+            return self.workspace[off:off + 4 * n].view(torch.int32).clone()
+
+        return int32_view(v["expert_offsets"], E + 1), int32_view(v["sorted_route"], rows)
+
     def release(self) -> None:
         """Forgets the handle (ops naming it then raise) and drops the weights' references."""
         with _LOCK:
@@ -280,6 +304,8 @@ for _step in ("moe_route", "grouped_gemm_gate_up", "grouped_gemm_down"):
     _lib.define(f"{_step}(Tensor x, Tensor topk_ids, Tensor topk_weights, Tensor(a!) workspace, int layer) -> ()")
 _lib.define("moe_combine(Tensor x, Tensor topk_ids, Tensor topk_weights, Tensor workspace, int layer) -> Tensor")
 _lib.define("quantize_mxfp4(Tensor w) -> (Tensor, Tensor)")
+_lib.define("moe_wgrad(Tensor grad, Tensor x, Tensor expert_offsets, Tensor sorted_route, int top_k, bool by_token)"
+            " -> (Tensor, Tensor)")
 _lib.define("quantize_fp8(Tensor x, str mode) -> (Tensor, Tensor)")
 
 
@@ -370,7 +396,46 @@ def _quantize_fp8_fake(x: torch.Tensor, mode: str) -> Tuple[torch.Tensor, torch.
     return x.new_empty(x.shape, dtype=torch.float8_e4m3fn), x.new_empty(shape, dtype=dtype)
 
 
+_WGRAD: dict[tuple, _moejit.MoeWgrad] = {}
+
+
+def _wgrad_shapes(grad: torch.Tensor, x: torch.Tensor, expert_offsets: torch.Tensor) -> Tuple[int, int, int]:
+    if grad.dim() != 2 or x.dim() != 2 or expert_offsets.dim() != 1:
+        raise InvalidArgument(f"moe_wgrad: expected grad [rows, N], x [T or rows, K], expert_offsets [E + 1], got "
+                              f"{list(grad.shape)}, {list(x.shape)}, {list(expert_offsets.shape)}")
+    return expert_offsets.shape[0] - 1, grad.shape[1], x.shape[1]
+
+
+def _moe_wgrad_cuda(grad: torch.Tensor, x: torch.Tensor, expert_offsets: torch.Tensor, sorted_route: torch.Tensor,
+                    top_k: int, by_token: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    E, N, K = _wgrad_shapes(grad, x, expert_offsets)
+    rows = grad.shape[0]
+    _check(grad, "grad", torch.bfloat16, (rows, N))
+    _check(x, "x", torch.bfloat16, (x.shape[0], K), device=grad.device)
+    _check(expert_offsets, "expert_offsets", torch.int32, (E + 1,), contiguous_rows=False, device=grad.device)
+    if by_token:
+        _check(sorted_route, "sorted_route", torch.int32, (rows,), contiguous_rows=False, device=grad.device)
+    T = x.shape[0] if by_token else -(-rows // max(top_k, 1))
+    key = (E, top_k, N, K, grad.device.index)
+    w = _WGRAD.get(key)
+    if w is None:
+        w = _WGRAD.setdefault(key, _moejit.MoeWgrad(Runtime.global_runtime(), E, top_k, N, K,
+                                                     target=target_of(grad.device)))
+    dw = torch.empty((E, N, K), dtype=torch.float32, device=grad.device)
+    db = torch.empty((E, N), dtype=torch.float32, device=grad.device)
+    w.run_ptr(T, grad.data_ptr(), grad.stride(0), x.data_ptr(), x.stride(0), "by_token" if by_token else "by_row",
+              expert_offsets.data_ptr(), sorted_route.data_ptr() if by_token else 0, dw.data_ptr(), db.data_ptr(),
+              current_stream(grad.device))
+    return dw, db
+
+
+def _moe_wgrad_fake(grad, x, expert_offsets, sorted_route, top_k, by_token):
+    E, N, K = _wgrad_shapes(grad, x, expert_offsets)
+    return grad.new_empty((E, N, K), dtype=torch.float32), grad.new_empty((E, N), dtype=torch.float32)
+
+
 _lib.impl("moe_layer", _moe_layer_cuda, "CUDA")
+_lib.impl("moe_wgrad", _moe_wgrad_cuda, "CUDA")
 for _step in ("moe_route", "grouped_gemm_gate_up", "grouped_gemm_down"):
     _lib.impl(_step, _step_cuda({"moe_route": "route", "grouped_gemm_gate_up": "gate_up",
                                  "grouped_gemm_down": "down"}[_step]), "CUDA")
@@ -386,3 +451,4 @@ torch.library.register_fake("moejit::moe_combine")(
     lambda x, topk_ids, topk_weights, workspace, layer: x.new_empty(x.shape, dtype=torch.bfloat16))
 torch.library.register_fake("moejit::quantize_mxfp4")(_quantize_mxfp4_fake)
 torch.library.register_fake("moejit::quantize_fp8")(_quantize_fp8_fake)
+torch.library.register_fake("moejit::moe_wgrad")(_moe_wgrad_fake)

@@ -9,4 +9,5 @@ void bind_runtime(nanobind::module_& m);
 void bind_layer(nanobind::module_& m);
 void bind_quant(nanobind::module_& m);
 void bind_device(nanobind::module_& m);
+void bind_wgrad(nanobind::module_& m);
 }  // namespace moejit::python

@@ -79,6 +79,8 @@ NB_MODULE(_moejit, m) {
     moejit::python::bind_quant(m);
     part = "device";
     moejit::python::bind_device(m);
+    part = "wgrad";
+    moejit::python::bind_wgrad(m);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("moejit._moejit: binding ") + part + ": " + e.what());
   }

@@ -45,3 +45,14 @@ def test_run_step_names_unknown_steps():
 def test_weight_scale_must_fit_the_quant_mode():
     with pytest.raises(moejit.InvalidArgument, match="per_channel|wscale|weight"):
         moejit.MoeLayer(moejit.Runtime(use_disk_cache=False), GPT_OSS_SMALL, "bf16", weight_scale="per_channel")
+
+
+def test_weight_gradient_shape_checks():
+    rt = moejit.Runtime(use_disk_cache=False)
+    w = moejit.MoeWgrad(rt, experts=8, top_k=2, n=512, k=256)
+    assert (w.experts, w.n, w.k, w.out_dtype) == (8, 512, 256, "f32")
+    assert w.key(300).op == "wgrad" and w.key(300).token_bucket == moejit.round_up_tokens(300)
+    with pytest.raises(moejit.InvalidArgument, match="100"):
+        moejit.MoeWgrad(rt, experts=8, top_k=2, n=100, k=256)
+    with pytest.raises(moejit.InvalidArgument, match="gather.*'sideways'"):
+        w.run_ptr(1, 0, 0, 0, 0, "sideways", 0, 0, 0, 0, 0)
