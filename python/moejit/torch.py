@@ -41,7 +41,7 @@ from typing import Mapping, Optional, Tuple, Union
 import torch
 
 from . import _moejit
-from ._moejit import InvalidArgument, ModelSpec, MoeLayerShape, Plan, Runtime
+from ._moejit import Error, InvalidArgument, ModelSpec, MoeLayerShape, Plan, Runtime
 
 __all__ = ["MoeLayer", "fused_topk", "current_stream", "target_of"]
 
@@ -194,12 +194,18 @@ class MoeLayer(torch.nn.Module):
     def prewarm(self, jobs: int = 0, load_on_gpu: bool = True) -> _moejit.PrewarmReport:
         """Compiles (or loads from the disk cache) every kernel this layer can launch
         for 1..max_num_tokens tokens and, with load_on_gpu, loads them on this device:
-        after it, calls neither compile nor load (CUDA-graph capture safe)."""
+        after it, calls neither compile nor load (CUDA-graph capture safe). Raises
+        moejit.Error naming the first failure when a kernel cannot be compiled or loaded."""
         with torch.cuda.device(self.device):
             if load_on_gpu:
                 torch.cuda.init()
                 torch.zeros(1, device=self.device)  # the device's primary context, current
-            return self.runtime.prewarm(self.plan(), jobs=jobs, load_on_gpu=load_on_gpu)
+            report = self.runtime.prewarm(self.plan(), jobs=jobs, load_on_gpu=load_on_gpu)
+        if report.failed or report.load_failed:
+            first = report.failures[0] if report.failures else None
+            detail = f": {first.kind} {first.key_text}: {first.message}" if first else ""
+            raise Error(f"MoeLayer.prewarm: {report.failed} kernels failed, {report.load_failed} loads failed{detail}")
+        return report
 
     def load_weights(self, w1: torch.Tensor, w1_scales: Optional[torch.Tensor], b1: Optional[torch.Tensor],
                      w2: torch.Tensor, w2_scales: Optional[torch.Tensor], b2: Optional[torch.Tensor]) -> None:
