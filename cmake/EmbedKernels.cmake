@@ -9,7 +9,7 @@ function(moejit_embed_kernels out)
     OUTPUT ${out}
     COMMAND ${CMAKE_COMMAND} -DOUT=${out} "-DSRCS=${srcs_arg}" -DNS=moejit::codegen
             -DFUNC=embedded_kernel_sources
-            -P ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
-    DEPENDS ${srcs} ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
+            -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/EmbedFiles.cmake
+    DEPENDS ${srcs} ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/EmbedFiles.cmake
     COMMENT "Embedding kernel sources" VERBATIM)
 endfunction()

@@ -9,7 +9,7 @@ function(moejit_embed_models out)
     OUTPUT ${out}
     COMMAND ${CMAKE_COMMAND} -DOUT=${out} "-DSRCS=${srcs_arg}" -DNS=moejit::model
             -DFUNC=embedded_model_configs -DNAME_FROM_DIR=ON
-            -P ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
-    DEPENDS ${srcs} ${CMAKE_SOURCE_DIR}/cmake/EmbedFiles.cmake
+            -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/EmbedFiles.cmake
+    DEPENDS ${srcs} ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/EmbedFiles.cmake
     COMMENT "Embedding model configs" VERBATIM)
 endfunction()

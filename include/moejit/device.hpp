@@ -1,0 +1,107 @@
+#pragma once
+// Small device helpers for programs and tests that do not bring their own CUDA
+// runtime: is a GPU there, make a context current, allocate device memory
+// (RAII), copy, synchronize. They use the same lazily opened libcuda.so.1 as
+// the rest of moejit (dlopen on first use; nothing links against libcuda), so
+// a program using them still starts on a machine without a driver and can
+// ask available() first.
+//
+//   if (!moejit::device::available()) return 77;           // skip without a GPU
+//   moejit::device::make_current(0);                        // device 0's primary context
+//   moejit::device::Buffer x(bytes);                        // cuMemAlloc, freed by the destructor
+//   x.upload(host.data(), bytes);
+//   layer.run(weights, args, stream);
+//   moejit::device::synchronize(stream);
+//
+// Errors: DriverError naming the driver call and the CUresult (no driver, no
+// device, allocation failure ...); InvalidArgument for a copy outside a buffer.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "moejit/types.hpp"
+
+namespace moejit::device {
+
+// True when libcuda.so.1 loads, cuInit succeeds and at least one device
+// exists. Never throws.
+bool available() noexcept;
+
+// What the driver reports, for `info` commands. Never throws.
+struct DriverStatus {
+  bool loaded = false;       // libcuda opened and cuInit(0) succeeded
+  std::string library;       // "libcuda.so.1" when loaded
+  int driver_version = 0;    // cuDriverGetVersion, e.g. 13000 (CUDA 13.0)
+  int device_count = 0;
+  std::string error;         // why not loaded (dlopen / cuInit message); "" when loaded
+};
+DriverStatus driver_status() noexcept;
+
+// Properties of device `index` (0-based). Throws DriverError (no driver, index
+// out of range).
+struct DeviceInfo {
+  int index = 0;
+  std::string name;               // "NVIDIA H200"
+  int compute_capability = 0;     // 10 * major + minor: 90 for sm_90
+  int multiprocessors = 0;
+  std::uint64_t total_bytes = 0;  // global memory
+};
+DeviceInfo device_info(int index = 0);
+
+// Makes a context current on the calling thread if none is: device `index`'s
+// primary context (retained for the process lifetime). Returns the current
+// context. Needed before Buffer, MoeLayer::run or Runtime::get on a thread
+// that has none. Throws DriverError.
+CUcontext make_current(int index = 0);
+
+// Waits for `stream` (nullptr: the legacy default stream). Throws DriverError.
+void synchronize(CUstream stream);
+// Waits for all work of the current context. Throws DriverError.
+void synchronize();
+
+// Copies of `bytes` bytes. The plain ones are synchronous; the *_async ones are
+// enqueued on `stream` (host memory must then stay valid until the copy ran,
+// and be page-locked for the copy to overlap). bytes == 0 does nothing.
+// Throws DriverError.
+void copy_to_device(DevicePtr dst, const void* src, std::size_t bytes);
+void copy_to_host(void* dst, DevicePtr src, std::size_t bytes);
+void copy_device_to_device(DevicePtr dst, DevicePtr src, std::size_t bytes);
+void copy_to_device_async(DevicePtr dst, const void* src, std::size_t bytes, CUstream stream);
+void copy_to_host_async(void* dst, DevicePtr src, std::size_t bytes, CUstream stream);
+void copy_device_to_device_async(DevicePtr dst, DevicePtr src, std::size_t bytes, CUstream stream);
+
+// Device memory in the current context (cuMemAlloc: 256-byte aligned at least),
+// freed by the destructor. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  // Allocates `bytes` bytes (0 allocates nothing). Needs a current context
+  // (make_current()). Throws DriverError (for example out of memory).
+  explicit Buffer(std::size_t bytes);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  DevicePtr get() const noexcept { return ptr_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+  explicit operator bool() const noexcept { return ptr_ != 0; }
+
+  // Synchronous copies of n bytes at byte `offset` of this buffer. Throw
+  // InvalidArgument when [offset, offset + n) leaves the buffer (names the
+  // range and the size), DriverError.
+  void upload(const void* src, std::size_t n, std::size_t offset = 0);
+  void download(void* dst, std::size_t n, std::size_t offset = 0) const;
+  // Sets every byte to `value` (synchronous). Throws DriverError.
+  void fill_bytes(unsigned char value);
+  // Frees now (never throws: a failed free at teardown is ignored).
+  void reset() noexcept;
+
+ private:
+  void check_range(std::size_t n, std::size_t offset, const char* what) const;
+  DevicePtr ptr_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace moejit::device

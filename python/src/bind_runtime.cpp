@@ -1,0 +1,177 @@
+// The kernel runtime: cache directory, prewarm, seal, statistics, AOT pack.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+
+#include "bindings.hpp"
+#include "moejit/aot_pack.hpp"
+#include "moejit/error.hpp"
+#include "moejit/prewarm.hpp"
+#include "moejit/runtime.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace moejit::python {
+namespace {
+
+std::optional<SealPolicy> parse_policy(const std::optional<std::string>& s) {
+  if (!s) return std::nullopt;
+  if (*s == "warn") return SealPolicy::warn;
+  if (*s == "strict") return SealPolicy::strict;
+  throw InvalidArgument("seal_policy: expected 'warn' or 'strict', got '" + *s + "'");
+}
+
+nb::dict stats_dict(const RuntimeStats& s) {
+  nb::dict d;
+  d["memory_hits"] = s.memory_hits;
+  d["disk_hits"] = s.disk_hits;
+  d["compiles"] = s.compiles;
+  d["compile_failures"] = s.compile_failures;
+  d["quarantined"] = s.quarantined;
+  d["misses_after_seal"] = s.misses_after_seal;
+  d["module_loads"] = s.module_loads;
+  d["pack_hits"] = s.pack_hits;
+  d["evicted"] = s.evicted;
+  d["publish_failures"] = s.publish_failures;
+  d["compile_ms_total"] = s.compile_ms_total;
+  return d;
+}
+
+const char* origin_text(CompiledKernel::Origin o) {
+  switch (o) {
+    case CompiledKernel::Origin::memory: return "memory";
+    case CompiledKernel::Origin::disk: return "disk";
+    default: return "compiled";
+  }
+}
+
+}  // namespace
+
+void bind_runtime(nb::module_& m) {
+  nb::class_<PrewarmFailure>(m, "PrewarmFailure")
+      .def_ro("key_text", &PrewarmFailure::key_text)
+      .def_ro("message", &PrewarmFailure::message)
+      .def_prop_ro("kind", [](const PrewarmFailure& f) { return std::string(to_string(f.kind)); })
+      .def("__repr__", [](const PrewarmFailure& f) {
+        return "PrewarmFailure(kind=" + std::string(to_string(f.kind)) + ", key='" + f.key_text + "')";
+      });
+
+  nb::class_<PrewarmReport>(m, "PrewarmReport",
+                            "What prewarm did, per distinct kernel: compiled + disk_hits + memory_hits + failed\n"
+                            "== distinct_kernels; keys counts specialization keys.")
+      .def_ro("model_name", &PrewarmReport::model_name)
+      .def_ro("max_num_tokens", &PrewarmReport::max_num_tokens)
+      .def_ro("target", &PrewarmReport::target)
+      .def_ro("buckets", &PrewarmReport::buckets)
+      .def_ro("keys", &PrewarmReport::keys)
+      .def_ro("distinct_kernels", &PrewarmReport::distinct_kernels)
+      .def_ro("compiled", &PrewarmReport::compiled)
+      .def_ro("disk_hits", &PrewarmReport::disk_hits)
+      .def_ro("memory_hits", &PrewarmReport::memory_hits)
+      .def_ro("failed", &PrewarmReport::failed)
+      .def_ro("loaded", &PrewarmReport::loaded)
+      .def_ro("load_failed", &PrewarmReport::load_failed)
+      .def_ro("failures", &PrewarmReport::failures)
+      .def_ro("wall_ms", &PrewarmReport::wall_ms)
+      .def_ro("compile_ms_total", &PrewarmReport::compile_ms_total)
+      .def("to_json", &PrewarmReport::to_json, "The report as one JSON object (the C++ to_json()).")
+      .def("__repr__", [](const PrewarmReport& r) {
+        return "PrewarmReport(keys=" + std::to_string(r.keys) + ", distinct_kernels=" +
+               std::to_string(r.distinct_kernels) + ", compiled=" + std::to_string(r.compiled) +
+               ", disk_hits=" + std::to_string(r.disk_hits) + ", memory_hits=" + std::to_string(r.memory_hits) +
+               ", failed=" + std::to_string(r.failed) + ")";
+      });
+
+  nb::class_<Runtime>(m, "Runtime",
+                      "Specialization key -> compiled, loaded kernel (memory -> disk cache or AOT pack -> NVRTC).\n\n"
+                      "Every argument None takes the C++ default and its environment variable:\n"
+                      "cache_dir $MOEJIT_CACHE_DIR (else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit),\n"
+                      "seal_policy 'strict' if MOEJIT_STRICT=1 else 'warn', pack $MOEJIT_CACHE_PACK,\n"
+                      "allow_shared_cache MOEJIT_CACHE_ALLOW_SHARED=1, max_cache_bytes $MOEJIT_CACHE_MAX_BYTES.")
+      .def("__init__",
+           [](Runtime* self, const std::optional<std::filesystem::path>& cache_dir, bool use_disk_cache,
+              const std::optional<std::string>& seal_policy, const std::optional<std::filesystem::path>& pack,
+              const std::string& pack_target, std::optional<bool> allow_shared_cache,
+              std::optional<std::uint64_t> max_cache_bytes) {
+             RuntimeOptions o;
+             if (cache_dir) o.cache_dir = *cache_dir;
+             o.use_disk_cache = use_disk_cache;
+             o.seal_policy = parse_policy(seal_policy);
+             if (pack) o.pack = *pack;
+             o.pack_target = pack_target;
+             o.allow_shared_cache = allow_shared_cache;
+             o.max_cache_bytes = max_cache_bytes;
+             new (self) Runtime(std::move(o));
+           },
+           "cache_dir"_a = nb::none(), "use_disk_cache"_a = true, "seal_policy"_a = nb::none(), "pack"_a = nb::none(),
+           "pack_target"_a = "", "allow_shared_cache"_a = nb::none(), "max_cache_bytes"_a = nb::none())
+      .def_static("global_runtime", &Runtime::global, nb::rv_policy::reference,
+                  "The process-wide runtime built from the environment on first use.")
+      .def_prop_ro("cache_dir", [](const Runtime& r) { return r.cache_dir(); })
+      .def("seal", &Runtime::seal,
+           "From now on a kernel not yet in memory is a miss after seal: counted and logged (strict: raised).")
+      .def_prop_ro("sealed", &Runtime::sealed)
+      .def_prop_ro("seal_policy",
+                   [](const Runtime& r) { return std::string(r.seal_policy() == SealPolicy::strict ? "strict" : "warn"); })
+      .def("stats", [](const Runtime& r) { return stats_dict(r.stats()); },
+           "Counters: memory_hits, disk_hits, compiles, compile_failures, quarantined, misses_after_seal, ...")
+      .def(
+          "prewarm",
+          [](Runtime& r, const PrewarmPlan& plan, int jobs, bool load_on_gpu,
+             std::function<void(std::size_t, std::size_t)> on_progress) {
+            PrewarmOptions o;
+            o.jobs = jobs;
+            o.load_on_gpu = load_on_gpu;
+            if (on_progress)
+              o.on_progress = [cb = std::move(on_progress)](std::size_t done, std::size_t total) {
+                nb::gil_scoped_acquire gil;
+                cb(done, total);
+              };
+            nb::gil_scoped_release release;
+            return prewarm(r, plan, o);
+          },
+          "plan"_a, "jobs"_a = 0, "load_on_gpu"_a = false, "on_progress"_a = nb::none(),
+          "Compiles (or loads from disk) every kernel of the plan on `jobs` threads (0: all cores).\n"
+          "Failures are in the report, never raised; load_on_gpu also loads each kernel in the current context.")
+      .def(
+          "write_pack",
+          [](Runtime& r, const PrewarmPlan& plan, const std::filesystem::path& out) {
+            nb::gil_scoped_release release;
+            return write_aot_pack(r, plan, out);
+          },
+          "plan"_a, "path"_a,
+          "Writes the plan's kernels as one immutable AOT pack file (moejit-prewarm --pack); returns the key count.")
+      .def(
+          "compiled",
+          [](Runtime& r, const SpecKey& key) {
+            CompiledLookup l;
+            {
+              nb::gil_scoped_release release;
+              l = r.lookup_compiled(key);
+            }
+            const CompiledKernel& k = *l.kernel;
+            nb::dict d;
+            d["content_hash"] = k.content_hash.hex();
+            d["lowered_name"] = k.lowered_name;
+            d["cubin_bytes"] = k.cubin.size();
+            d["registers"] = k.resources.registers;
+            d["spill_store_bytes"] = k.resources.spill_store_bytes;
+            d["spill_load_bytes"] = k.resources.spill_load_bytes;
+            d["shared_bytes"] = k.resources.shared_bytes;
+            d["block_threads"] = k.launch.block_threads;
+            d["dynamic_smem_bytes"] = k.launch.dynamic_smem_bytes;
+            d["compile_ms"] = k.compile_ms;
+            d["origin"] = origin_text(l.origin);
+            return d;
+          },
+          "key"_a, "The compiled kernel of a key (memory -> disk -> NVRTC), as a dict; needs no GPU.");
+}
+
+}  // namespace moejit::python

@@ -1,0 +1,71 @@
+"""Import, versions, `python -m moejit`, the console scripts (no GPU needed)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import moejit
+from conftest import run_tool
+
+
+def test_version_is_the_library_version():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", moejit.__version__)
+    assert moejit._moejit.version() == moejit.__version__
+
+
+def test_python_m_moejit_version():
+    r = subprocess.run([sys.executable, "-m", "moejit", "--version"], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == f"moejit {moejit.__version__}"
+
+
+def test_python_m_moejit_info_reports_every_component(private_cache):
+    r = subprocess.run([sys.executable, "-m", "moejit", "info"], capture_output=True, text=True, check=True)
+    for field in ("moejit ", "nvrtc ", "driver ", "cache dir "):
+        assert field in r.stdout, r.stdout
+    assert str(private_cache) in r.stdout
+    j = subprocess.run([sys.executable, "-m", "moejit", "info", "--json"], capture_output=True, text=True, check=True)
+    info = json.loads(j.stdout)
+    assert info["moejit"] == moejit.__version__
+    assert set(info["driver"]) == {"loaded", "library", "driver_version", "device_count", "error"}
+    if not info["driver"]["loaded"]:
+        assert "libcuda" in info["driver"]["error"] or "cuInit" in info["driver"]["error"]
+        assert info["gpus"] == []
+    else:
+        assert len(info["gpus"]) == info["driver"]["device_count"]
+
+
+def test_info_nvrtc_fields_are_consistent():
+    info = moejit.info()
+    assert (info["nvrtc"] is None) == (info["nvrtc_error"] is not None)
+    if info["nvrtc"]:
+        assert re.fullmatch(r"\d+\.\d+", info["nvrtc"])
+
+
+def test_console_scripts_run_the_cpp_tools():
+    r = run_tool("moejit-prewarm", "--help")
+    assert r.returncode == 0 and "--max-num-tokens" in r.stdout
+    r = run_tool("moejit-cache", "--help")
+    assert r.returncode == 0 and "verify" in r.stdout
+    r = run_tool("moejit-run", "--help")
+    assert r.returncode == 0 and "--tokens" in r.stdout
+
+
+def test_exceptions_form_one_hierarchy():
+    assert issubclass(moejit.InvalidArgument, moejit.Error)
+    assert issubclass(moejit.InvalidArgument, ValueError)
+    for e in (moejit.CompileError, moejit.DriverError, moejit.SealedMiss):
+        assert issubclass(e, moejit.Error) and issubclass(e, RuntimeError)
+
+
+def test_device_helpers_without_or_with_a_driver():
+    status = moejit.device.driver_status()
+    assert moejit.device.available() == (status["loaded"] and status["device_count"] > 0)
+    if not status["loaded"]:
+        try:
+            moejit.device.Buffer(256)
+        except moejit.DriverError as e:
+            assert "libcuda" in str(e) or "cuInit" in str(e)
+        else:
+            raise AssertionError("Buffer without a driver must raise DriverError")

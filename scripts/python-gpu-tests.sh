@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the Python package's tests (GPU ones included) and the gpt-oss-120b
+# example on a machine with an NVIDIA GPU, from a prebuilt wheel:
+#   bash scripts/python-gpu-tests.sh [WHEEL [EXAMPLE ARGS...]]   # default: the newest dist/moejit-*.whl
+# Needs python3 with torch (CUDA), numpy and pytest; installs the wheel with
+# pip --no-deps --target into a private folder (nothing else is touched).
+# Logs go to $OUT (default ./python-gpu-out): info.txt, pytest.log, example.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+WHEEL="${1:-$(ls -t dist/moejit-*.whl 2>/dev/null | head -1)}"
+[ $# -gt 0 ] && shift
+WHEEL="$(realpath "$WHEEL" 2>/dev/null || echo "$WHEEL")"
+OUT="${OUT:-$PWD/python-gpu-out}"
+PY="${PYTHON:-python3}"
+mkdir -p "$OUT"
+if [ -z "$WHEEL" ] || [ ! -f "$WHEEL" ]; then
+  echo "python-gpu-tests.sh: no wheel (build one with: pip wheel --no-deps -w dist .)" >&2
+  exit 2
+fi
+TARGET="$(mktemp -d -t moejit-py.XXXXXX)"
+"$PY" -m pip install --no-deps --no-compile --quiet --target "$TARGET" "$WHEEL" || exit 3
+export PYTHONPATH="$TARGET${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$TARGET/bin:$PATH"
+# One kernel cache for the tests and the example, private to this run.
+export MOEJIT_CACHE_DIR="${MOEJIT_CACHE_DIR:-$OUT/cache}"
+cd python/tests  # import moejit from the wheel, never from the source tree
+
+rc=0
+{ "$PY" -m moejit --version; "$PY" -m moejit info; nvidia-smi -L 2>/dev/null; } 2>&1 | tee "$OUT/info.txt"
+"$PY" -m pytest -v -rs . 2>&1 | tee "$OUT/pytest.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+"$PY" ../../examples/gpt_oss_120b_random.py "$@" 2>&1 | tee "$OUT/example.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+rm -rf "$TARGET"
+echo "python-gpu-tests.sh: exit $rc (logs in $OUT)"
+exit $rc

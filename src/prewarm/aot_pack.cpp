@@ -1,0 +1,51 @@
+// moejit/aot_pack.hpp: the plan's kernels as one AOT pack file.
+#include "moejit/aot_pack.hpp"
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cache/pack.hpp"
+#include "moejit/error.hpp"
+#include "runtime/runtime_access.hpp"
+
+namespace moejit {
+namespace {
+
+std::string plan_json(const PrewarmPlan& plan) {
+  std::vector<std::string> layers, quants, scales;
+  for (const MoeLayerShape& s : plan.layers) layers.push_back(s.to_string());
+  for (QuantMode q : plan.quant_modes) quants.emplace_back(to_string(q));
+  for (WeightScale w : plan.weight_scales) scales.emplace_back(to_string(w));
+  nlohmann::ordered_json j = {{"model", plan.model_name},       {"quant_modes", quants},
+                              {"weight_scales", scales},        {"layers", layers},
+                              {"target", to_string(plan.target)}, {"max_num_tokens", plan.max_num_tokens},
+                              {"bucket_exponent", plan.bucket_exponent}};
+  return j.dump();
+}
+
+}  // namespace
+
+std::size_t write_aot_pack(Runtime& runtime, const PrewarmPlan& plan, const std::filesystem::path& out) {
+  if (out.empty()) throw InvalidArgument("write_aot_pack: out must be a file path, got an empty path");
+  const std::vector<SpecKey> keys = enumerate_keys(plan);
+  cache::PackManifest m;
+  std::vector<cache::Entry> entries;
+  entries.reserve(keys.size());
+  for (const SpecKey& k : keys) {
+    cache::Entry e = RuntimeAccess::entry_for(runtime, k);
+    m.keys.push_back({k.to_text(), e.header.payload.address()});
+    entries.push_back(std::move(e));
+  }
+  if (entries.empty()) throw InvalidArgument("write_aot_pack: the plan has no keys");
+  m.moejit_version = entries.front().header.payload.moejit_version;
+  m.nvrtc_version = entries.front().header.payload.nvrtc_version;
+  m.target = to_string(plan.target);
+  m.created_unix = static_cast<std::int64_t>(std::time(nullptr));
+  m.plan_json = plan_json(plan);
+  cache::write_pack(out, m, entries);
+  return keys.size();
+}
+
+}  // namespace moejit
