@@ -1,6 +1,7 @@
 #include "cache/cache_admin.hpp"
 
 #include <sys/stat.h>
+#include <ctime>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,23 +47,42 @@ void for_each_child(const fs::path& dir, F&& f) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) f(it->path());
 }
 
-EntryInfo info_of(const fs::path& path, const Hash128& address) {
+bool is_shard_dir(const fs::path& p) {
+  const std::string name = p.filename().string();
+  std::error_code ec;
+  return name.size() == 2 && is_hex(name) && fs::is_directory(fs::symlink_status(p, ec));
+}
+
+// The "<hex>.entry" files of real shard folders: (address, path).
+std::vector<std::pair<Hash128, fs::path>> entry_files(const fs::path& dir) {
+  std::vector<std::pair<Hash128, fs::path>> out;
+  for_each_child(dir / "entries", [&](const fs::path& sub) {
+    if (!is_shard_dir(sub)) return;
+    const std::string shard = sub.filename().string();
+    for_each_child(sub, [&](const fs::path& p) {
+      const std::string name = p.filename().string();
+      auto parsed = parse_name(name);
+      if (parsed && parsed->second == "entry" && name.compare(0, 2, shard) == 0) out.emplace_back(parsed->first, p);
+    });
+  });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  return out;
+}
+
+EntryInfo info_of(const DiskCache& dc, const fs::path& path, const Hash128& address, const std::string& refused) {
   EntryInfo info;
   info.address = address;
   info.path = path;
   info.file_bytes = size_of(path);
-  ReadResult f = read_regular_file(path, kMaxEntryBytes + (1 << 20));
-  if (f.status != ReadStatus::ok) {
-    info.problem = f.error.empty() ? "unreadable" : f.error;
+  if (!refused.empty()) {
+    info.problem = "cache directory refused: " + refused;
   } else {
-    DecodeResult d = decode_header_only(f.bytes, f.bytes.size());
-    if (d.entry) {
-      info.header = std::move(d.entry->header);
-      std::uint32_t header_len = 0;
-      for (int i = 3; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(f.bytes[12 + static_cast<std::size_t>(i)]);
-      info.cubin_bytes = info.file_bytes - kEntryPrefixBytes - header_len;
-    } else {
-      info.problem = d.error;
+    EntryCheck c = dc.inspect(address);
+    if (!c.found) info.problem = "vanished while listing";
+    else if (!c.entry) info.problem = c.problem;
+    else {
+      info.cubin_bytes = c.entry->cubin.size();
+      info.header = std::move(c.entry->header);
     }
   }
   fs::path stamp = path;
@@ -74,27 +94,23 @@ EntryInfo info_of(const fs::path& path, const Hash128& address) {
 
 }  // namespace
 
-std::vector<EntryInfo> list_entries(const fs::path& dir) {
+std::vector<EntryInfo> list_entries(const fs::path& dir, Ownership ownership) {
   std::vector<EntryInfo> out;
-  for_each_child(dir / "entries", [&](const fs::path& sub) {
-    std::error_code ec;
-    if (!fs::is_directory(fs::symlink_status(sub, ec))) return;
-    for_each_child(sub, [&](const fs::path& p) {
-      auto parsed = parse_name(p.filename().string());
-      if (parsed && parsed->second == "entry") out.push_back(info_of(p, parsed->first));
-    });
-  });
-  std::sort(out.begin(), out.end(), [](const EntryInfo& a, const EntryInfo& b) { return a.path < b.path; });
+  const DiskCache dc(dir, ownership);
+  // Why the whole layout: the runtime refuses the directory on any of it, so no
+  // entry of it may be listed as valid.
+  const std::string refused = layout_trust_problem(dir, ownership);
+  for (const auto& [address, path] : entry_files(dir)) out.push_back(info_of(dc, path, address, refused));
   return out;
 }
 
-Entry read_entry(const fs::path& dir, std::string_view hex_prefix) {
+Entry read_entry(const fs::path& dir, std::string_view hex_prefix, Ownership ownership) {
   if (hex_prefix.empty() || hex_prefix.size() > 32 || !is_hex(hex_prefix))
     throw InvalidArgument("entry id '" + std::string(hex_prefix) + "' is not 1-32 lowercase hex digits");
-  std::vector<EntryInfo> matches;
-  for (auto& e : list_entries(dir)) {
+  std::vector<std::pair<Hash128, fs::path>> matches;
+  for (auto& e : entry_files(dir)) {
     char hex[33];
-    hash_hex(e.address, hex);
+    hash_hex(e.first, hex);
     if (std::string_view(hex).substr(0, hex_prefix.size()) == hex_prefix) matches.push_back(std::move(e));
   }
   if (matches.empty())
@@ -103,18 +119,18 @@ Entry read_entry(const fs::path& dir, std::string_view hex_prefix) {
     // One line (the tools print one): the first 8 matching ids, then a count.
     std::string list;
     for (std::size_t i = 0; i < matches.size() && i < 8; ++i)
-      list += (i ? ", " : " ") + matches[i].path.stem().string();
+      list += (i ? ", " : " ") + matches[i].second.stem().string();
     if (matches.size() > 8) list += ", and " + std::to_string(matches.size() - 8) + " more";
     throw InvalidArgument("entry id '" + std::string(hex_prefix) + "' is ambiguous; it matches" + list +
                           " (give more digits)");
   }
-  ReadResult f = read_regular_file(matches[0].path, kMaxEntryBytes + (1 << 20));
-  if (f.status != ReadStatus::ok) throw Error("cannot read " + matches[0].path.string() + ": " + f.error);
-  DecodeResult d = decode_entry(f.bytes);
-  if (!d.entry) throw Error("cache entry " + matches[0].path.string() + " is corrupt: " + d.error);
-  if (std::string why = check_entry(*d.entry, matches[0].address, nullptr); !why.empty())
-    throw Error("cache entry " + matches[0].path.string() + " is corrupt: " + why);
-  return std::move(*d.entry);
+  const fs::path& path = matches[0].second;
+  if (std::string why = layout_trust_problem(dir, ownership); !why.empty())
+    throw Error("cache entry " + path.string() + " is not used: cache directory refused: " + why);
+  EntryCheck c = DiskCache(dir, ownership).inspect(matches[0].first);
+  if (!c.found) throw Error("cache entry " + path.string() + " vanished while reading");
+  if (!c.entry) throw Error("cache entry " + path.string() + " is corrupt: " + c.problem);
+  return std::move(*c.entry);
 }
 
 std::string_view to_string(ProblemKind k) {
@@ -122,6 +138,7 @@ std::string_view to_string(ProblemKind k) {
     case ProblemKind::corrupt: return "corrupt";
     case ProblemKind::foreign: return "foreign";
     case ProblemKind::temp_debris: return "temp_debris";
+    case ProblemKind::untrusted: return "untrusted";
   }
   return "unknown";
 }
@@ -130,22 +147,71 @@ VerifyReport verify_all(const fs::path& dir, VerifyAction action, Ownership owne
   VerifyReport report;
   DiskCache dc(dir, ownership);
   const auto now = std::time(nullptr);
+  const bool repair = action == VerifyAction::repair;
   auto problem = [&](const fs::path& p, ProblemKind kind, std::string msg) {
-    if (action == VerifyAction::repair) {
+    bool repaired = false;
+    if (repair) {
       if (kind == ProblemKind::temp_debris) {
-        if (now - mtime_of(p) > kDefaultTempMaxAge.count()) {
+        const auto age = now - mtime_of(p);
+        if (age > kDefaultTempMaxAge.count()) {
           std::error_code ec;
-          fs::remove(p, ec);
-          msg += " (removed)";
+          repaired = fs::remove(p, ec);
+          msg += repaired ? " (removed)" : " (kept: cannot remove it: " + ec.message() + ")";
+        } else {
+          msg += " (kept: " + std::to_string(std::max<std::int64_t>(age, 0)) + " s old, younger than the " +
+                 std::to_string(kDefaultTempMaxAge.count()) + " s sweep age: it may be a publish in progress)";
         }
       } else {
-        fs::path q = dc.quarantine(p, msg);
-        if (!q.empty()) msg += " (moved to " + q.string() + ")";
+        // Why no log line from quarantine(): this report prints each problem once.
+        fs::path q = dc.quarantine(p, msg, /*log=*/false);
+        std::error_code ec;
+        if (!q.empty()) {
+          repaired = true;
+          ++report.quarantined;
+          msg += " (moved to " + q.string() + ")";
+        } else if (!fs::exists(fs::symlink_status(p, ec))) {
+          repaired = true;
+          msg += " (removed)";
+        } else {
+          msg += " (kept: cannot move it to quarantine)";
+        }
       }
     }
-    report.problems.push_back({p, kind, std::move(msg)});
+    report.problems.push_back({p, kind, std::move(msg), repaired});
   };
   auto is_temp = [](const std::string& name) { return name.find(kTempMarker) != std::string::npos; };
+  auto finish = [&] {
+    std::sort(report.problems.begin(), report.problems.end(),
+              [](const Problem& a, const Problem& b) { return a.path < b.path; });
+    // Why: `stats` must agree with what was moved aside (its "quarantined" counter).
+    if (report.quarantined > 0) {
+      PersistentStats d;
+      d.quarantined = report.quarantined;
+      add_stats(dir, d);
+    }
+    return report;
+  };
+
+  // The folders the runtime checks before it uses the directory. A refused
+  // root, entries/ or quarantine/ is the owner's to fix (chmod / chown): kept.
+  {
+    std::string refused;
+    fs::path where = dir;
+    if (ownership == Ownership::private_only) refused = directory_trust_problem(dir);
+    for (const char* sub : {"entries", "quarantine"}) {
+      struct stat st{};
+      if (!refused.empty() || ::lstat((dir / sub).c_str(), &st) != 0) continue;
+      refused = folder_trust_problem(st, ownership);
+      where = dir / sub;
+    }
+    if (!refused.empty()) {
+      report.problems.push_back({where, ProblemKind::untrusted,
+                                 refused + "; the runtime does not use this cache directory (its entries were not "
+                                           "checked; set MOEJIT_CACHE_ALLOW_SHARED=1 to share it on purpose)",
+                                 false});
+      return finish();
+    }
+  }
 
   for_each_child(dir, [&](const fs::path& p) {
     const std::string name = p.filename().string();
@@ -157,13 +223,20 @@ VerifyReport verify_all(const fs::path& dir, VerifyAction action, Ownership owne
   });
   for_each_child(dir / "entries", [&](const fs::path& sub) {
     const std::string sub_name = sub.filename().string();
-    std::error_code ec;
-    if (sub_name.size() != 2 || !is_hex(sub_name) || !fs::is_directory(fs::symlink_status(sub, ec))) {
+    struct stat sst{};
+    const bool named = sub_name.size() == 2 && is_hex(sub_name);
+    if (::lstat(sub.c_str(), &sst) != 0) return;
+    if (named && (S_ISLNK(sst.st_mode) || S_ISDIR(sst.st_mode))) {
+      if (std::string why = folder_trust_problem(sst, ownership); !why.empty())
+        return problem(sub, ProblemKind::untrusted, "shard folder refused: " + why);
+    }
+    if (!named || !S_ISDIR(sst.st_mode)) {
       problem(sub, ProblemKind::foreign, "not a moejit shard folder (entries/<2 hex>/)");
       return;
     }
     for_each_child(sub, [&](const fs::path& p) {
       const std::string name = p.filename().string();
+      std::error_code ec;
       if (is_temp(name)) return problem(p, ProblemKind::temp_debris, "leftover temp file of an interrupted publish");
       auto parsed = parse_name(name);
       if (!parsed || name.compare(0, 2, sub_name) != 0 ||
@@ -174,20 +247,13 @@ VerifyReport verify_all(const fs::path& dir, VerifyAction action, Ownership owne
           problem(p, ProblemKind::foreign, "a stamp or lock that is not a regular file");
         return;
       }
-      ReadResult f = read_regular_file(p, kMaxEntryBytes + (1 << 20));
-      if (f.status != ReadStatus::ok) return problem(p, ProblemKind::corrupt, "unreadable: " + f.error);
-      if (std::string why = owner_problem(f.uid, ownership); !why.empty())
-        return problem(p, ProblemKind::corrupt, why);
-      DecodeResult d = decode_entry(f.bytes);
-      if (!d.entry) return problem(p, ProblemKind::corrupt, d.error);
-      if (std::string why = check_entry(*d.entry, parsed->first, nullptr); !why.empty())
-        return problem(p, ProblemKind::corrupt, why);
+      EntryCheck c = dc.inspect(parsed->first);
+      if (!c.found) return;  // removed meanwhile
+      if (!c.entry) return problem(p, ProblemKind::corrupt, c.problem);
       ++report.entries_ok;
     });
   });
-  std::sort(report.problems.begin(), report.problems.end(),
-            [](const Problem& a, const Problem& b) { return a.path < b.path; });
-  return report;
+  return finish();
 }
 
 namespace {
@@ -211,11 +277,12 @@ struct Candidate {
 std::vector<Candidate> scan_entries(const fs::path& dir) {
   std::vector<Candidate> out;
   for_each_child(dir / "entries", [&](const fs::path& sub) {
-    std::error_code ec;
-    if (!fs::is_directory(fs::symlink_status(sub, ec))) return;
+    if (!is_shard_dir(sub)) return;
+    const std::string shard = sub.filename().string();
     for_each_child(sub, [&](const fs::path& p) {
-      auto parsed = parse_name(p.filename().string());
-      if (!parsed || parsed->second != "entry") return;
+      const std::string name = p.filename().string();
+      auto parsed = parse_name(name);
+      if (!parsed || parsed->second != "entry" || name.compare(0, 2, shard) != 0) return;
       Candidate c;
       c.address = parsed->first;
       c.path = p;
@@ -244,8 +311,7 @@ std::size_t sweep_temp_files(const fs::path& dir, std::chrono::seconds max_age) 
   };
   for_each_child(dir, sweep);
   for_each_child(dir / "entries", [&](const fs::path& sub) {
-    std::error_code ec;
-    if (fs::is_directory(fs::symlink_status(sub, ec))) for_each_child(sub, sweep);
+    if (is_shard_dir(sub)) for_each_child(sub, sweep);
   });
   return removed;
 }
@@ -254,7 +320,58 @@ PruneReport prune(const fs::path& dir, const PruneOptions& options) {
   PruneReport r;
   DiskCache dc(dir);
   const std::int64_t now_ns = static_cast<std::int64_t>(std::time(nullptr)) * 1000000000;
+  const std::int64_t now = now_ns / 1000000000;
+  const bool dry = options.dry_run;
+
+  // Quarantined files: never read again; removed by age, then first when over the cap.
+  struct Quarantined {
+    fs::path path;
+    std::uint64_t bytes = 0;
+    std::int64_t mtime_ns = 0;
+  };
+  std::vector<Quarantined> quarantined;
+  for_each_child(dir / "quarantine", [&](const fs::path& p) {
+    std::error_code ec;
+    std::uint64_t bytes = 0;
+    if (fs::is_directory(fs::symlink_status(p, ec))) {  // a shard folder moved aside
+      for (fs::recursive_directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
+        if (!it->is_directory(ec)) bytes += size_of(it->path());
+    } else {
+      bytes = size_of(p);
+    }
+    quarantined.push_back({p, bytes, mtime_ns_of(p)});
+  });
+  std::sort(quarantined.begin(), quarantined.end(),
+            [](const Quarantined& a, const Quarantined& b) { return a.mtime_ns < b.mtime_ns; });  // oldest first
+  auto remove_quarantined = [&](const Quarantined& q) {
+    std::error_code ec;
+    if (!dry && fs::remove_all(q.path, ec) == 0) return false;
+    ++r.removed_quarantined;
+    r.removed_quarantine_bytes += q.bytes;
+    return true;
+  };
+  std::vector<Quarantined> kept_q;
+  for (const Quarantined& q : quarantined) {
+    const bool too_old = now_ns - q.mtime_ns > std::int64_t{options.quarantine_max_age.count()} * 1000000000;
+    if (too_old && remove_quarantined(q)) continue;
+    kept_q.push_back(q);
+  }
+  std::uint64_t quarantine_total = 0;
+  for (const Quarantined& q : kept_q) quarantine_total += q.bytes;
+
   std::vector<Candidate> entries = scan_entries(dir);
+  std::uint64_t entry_total = 0;
+  for (const Candidate& e : entries) entry_total += e.bytes;
+  // Over the cap: quarantined files go before any entry.
+  for (const Quarantined& q : kept_q) {
+    if (options.max_bytes && quarantine_total + entry_total > *options.max_bytes && remove_quarantined(q)) {
+      quarantine_total -= q.bytes;
+      continue;
+    }
+    ++r.kept_quarantined;
+    r.kept_quarantine_bytes += q.bytes;
+  }
+
   // Most recently used first: the prefix within max_bytes is kept.
   std::sort(entries.begin(), entries.end(),
             [](const Candidate& a, const Candidate& b) { return a.last_used_ns > b.last_used_ns; });
@@ -262,7 +379,7 @@ PruneReport prune(const fs::path& dir, const PruneOptions& options) {
     auto it = std::find_if(entries.begin(), entries.end(), [&](const Candidate& c) { return c.address == *options.keep; });
     if (it != entries.end()) std::rotate(entries.begin(), it, it + 1);
   }
-  std::uint64_t total = 0;
+  std::uint64_t total = quarantine_total;
   auto remove_entry = [&](const Candidate& e) {
     // Why skip when we cannot lock at once: a reader holds it shared (loading
     // this entry now) or a publisher exclusively (writing it); evicting now
@@ -272,9 +389,11 @@ PruneReport prune(const fs::path& dir, const PruneOptions& options) {
       ++r.skipped_locked;
       return false;
     }
-    if (::unlink(e.path.c_str()) != 0) return false;
-    std::error_code ec;
-    fs::remove(dc.stamp_path(e.address), ec);
+    if (!dry) {
+      if (::unlink(e.path.c_str()) != 0) return false;
+      std::error_code ec;
+      fs::remove(dc.stamp_path(e.address), ec);
+    }
     ++r.removed_entries;
     r.removed_bytes += e.bytes;
     return true;
@@ -289,10 +408,11 @@ PruneReport prune(const fs::path& dir, const PruneOptions& options) {
     ++r.kept_entries;
     r.kept_bytes += e.bytes;
   }
+  if (dry) return r;
   // Temp debris and orphan stamps/locks (no entry) older than temp_max_age.
   r.removed_temp = sweep_temp_files(dir, options.temp_max_age);
-  const std::int64_t now = now_ns / 1000000000;
   for_each_child(dir / "entries", [&](const fs::path& sub) {
+    if (!is_shard_dir(sub)) return;
     for_each_child(sub, [&](const fs::path& p) {
       auto parsed = parse_name(p.filename().string());
       bool orphan = parsed && parsed->second != "entry" && !fs::exists(dc.entry_path(parsed->first));
@@ -301,34 +421,73 @@ PruneReport prune(const fs::path& dir, const PruneOptions& options) {
         fs::remove(p, ec);
       }
     });
+    // Empty shard folders: rmdir() fails on a non-empty one, so a concurrent
+    // publish either finds its folder or recreates it (DiskCache::publish retries).
+    if (options.keep && sub.filename().string() == options.keep->hex().substr(0, 2)) return;
+    if (::rmdir(sub.c_str()) == 0) ++r.removed_folders;
   });
   return r;
 }
 
 ClearReport clear(const fs::path& dir) {
   ClearReport r;
-  for (const char* sub : {"entries", "quarantine"}) {
+  auto remove_file = [&](const fs::path& p) {
+    if (::unlink(p.c_str()) == 0) return true;
+    ++r.failed;
+    return false;
+  };
+  auto remove_tree = [&](const fs::path& p, std::size_t& count, std::uint64_t& bytes) {
     std::error_code ec;
-    for (fs::recursive_directory_iterator it(dir / sub, ec), end; !ec && it != end; it.increment(ec)) {
-      if (!it->is_directory(ec)) {
-        ++r.removed_files;
-        r.removed_bytes += size_of(it->path());
-      }
+    std::size_t n = 0;
+    std::uint64_t b = 0;
+    if (fs::is_directory(fs::symlink_status(p, ec))) {
+      for (fs::recursive_directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
+        if (!it->is_directory(ec)) ++n, b += size_of(it->path());
+    } else {
+      n = 1;
+      b = size_of(p);
     }
-    for_each_child(dir / sub, [&](const fs::path& p) {
-      std::error_code ec2;
-      fs::remove_all(p, ec2);
+    if (fs::remove_all(p, ec) == 0 || ec) {
+      ++r.failed;
+      return;
+    }
+    count += n;
+    bytes += b;
+  };
+  for_each_child(dir / "entries", [&](const fs::path& sub) {
+    if (!is_shard_dir(sub)) return remove_tree(sub, r.foreign, r.foreign_bytes);
+    const std::string shard = sub.filename().string();
+    for_each_child(sub, [&](const fs::path& p) {
+      const std::string name = p.filename().string();
+      const std::uint64_t bytes = size_of(p);
+      std::error_code ec;
+      const bool regular = fs::is_regular_file(fs::symlink_status(p, ec));
+      auto parsed = parse_name(name);
+      const bool ours = regular && name.compare(0, 2, shard) == 0;
+      if (ours && is_temp_name(name)) {
+        if (remove_file(p)) ++r.temp_files, r.other_bytes += bytes;
+      } else if (ours && parsed && parsed->second == "entry") {
+        if (remove_file(p)) ++r.entries, r.entry_bytes += bytes;
+      } else if (ours && parsed && parsed->second == "used") {
+        if (remove_file(p)) ++r.stamps, r.other_bytes += bytes;
+      } else if (ours && parsed && parsed->second == "lock") {
+        if (remove_file(p)) ++r.locks, r.other_bytes += bytes;
+      } else {
+        remove_tree(p, r.foreign, r.foreign_bytes);
+      }
     });
-  }
+    if (::rmdir(sub.c_str()) == 0) ++r.folders;
+  });
+  for_each_child(dir / "quarantine", [&](const fs::path& p) { remove_tree(p, r.quarantined, r.quarantine_bytes); });
   reset_stats(dir);
   return r;
 }
 
 CacheSummary summarize(const fs::path& dir) {
   CacheSummary s;
-  for (const auto& e : list_entries(dir)) {
+  for (const Candidate& e : scan_entries(dir)) {
     ++s.entries;
-    s.entry_bytes += e.file_bytes;
+    s.entry_bytes += e.bytes;
   }
   for_each_child(dir / "quarantine", [&](const fs::path& p) {
     ++s.quarantined_files;

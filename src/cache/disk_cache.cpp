@@ -10,6 +10,8 @@
 #include <ctime>
 
 #include "cache/atomic_file.hpp"
+#include "cache/entry_reader.hpp"
+#include "moejit/error.hpp"
 #include "util/logging.hpp"
 
 namespace moejit::cache {
@@ -31,26 +33,6 @@ std::string check_entry(const Entry& entry, const Hash128& address, const Addres
 }
 
 DiskCache::DiskCache(fs::path dir, Ownership ownership) : dir_(std::move(dir)), ownership_(ownership) {}
-
-std::string owner_problem(std::uint32_t uid, Ownership ownership) {
-  if (ownership == Ownership::shared || uid == ::geteuid()) return {};
-  return "owned by uid " + std::to_string(uid) + ", not by the current user (uid " + std::to_string(::geteuid()) +
-         "); set MOEJIT_CACHE_ALLOW_SHARED=1 to accept other users' entries";
-}
-
-std::string directory_trust_problem(const fs::path& dir) {
-  struct stat st{};
-  if (::stat(dir.c_str(), &st) != 0) return {};
-  char mode[8];
-  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  // Why refuse: whoever can write into the directory can plant a cubin that this
-  // process would load and run on the GPU with its privileges.
-  if (st.st_uid != ::geteuid())
-    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by the current user (uid " +
-           std::to_string(::geteuid()) + ")";
-  if (st.st_mode & 022) return std::string("it is writable by other users (mode ") + mode + ")";
-  return {};
-}
 
 namespace {
 std::string hex_of(const Hash128& h) {
@@ -87,36 +69,59 @@ LoadResult DiskCache::load(const Hash128& address, const AddressPayload& expecte
   }
 }
 
+EntryCheck DiskCache::inspect(const Hash128& address) const {
+  EntryCheck c;
+  EntryRead file = read_entry_file(dir_, address, ownership_);
+  if (file.status == EntryReadStatus::absent) return c;
+  c.found = true;
+  c.dev = file.dev;
+  c.ino = file.ino;
+  c.bad_path = entry_path(address);
+  if (file.status == EntryReadStatus::bad_folder) {
+    c.bad_folder = true;
+    c.bad_path = file.folder_path;
+    c.problem = "folder " + file.folder_path.string() + " refused: " + file.error;
+    return c;
+  }
+  if (file.status == EntryReadStatus::bad) {
+    c.problem = file.error;
+    return c;
+  }
+  DecodeResult d = decode_entry(file.bytes);
+  if (!d.entry) c.problem = d.error;
+  else if (std::string why = check_entry(*d.entry, address, nullptr); !why.empty()) c.problem = why;
+  else c.entry = std::move(d.entry);
+  return c;
+}
+
 LoadResult DiskCache::load_once(const Hash128& address, const AddressPayload& expected, bool may_retry) const {
   LoadResult out;
   const fs::path path = entry_path(address);
-  ReadResult file;
+  EntryCheck c;
   {
     // Why only a non-blocking attempt: an exclusive holder is a publisher (the
     // rename makes reading safe anyway) or an evictor (we then see no entry and
     // compile); waiting would stall a lookup for a whole compile.
-    FileLock reading = FileLock::try_acquire_shared(lock_path(address));
-    file = read_regular_file(path, kMaxEntryBytes + (1 << 20));
+    // Only in a real shard folder: the lock file is never created through a link.
+    struct stat st{};
+    const bool real_folder = ::lstat(path.parent_path().c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    FileLock reading = real_folder ? FileLock::try_acquire_shared(lock_path(address)) : FileLock{};
+    c = inspect(address);
   }
-  if (file.status == ReadStatus::absent) return out;
-  std::string reason;
-  if (file.status != ReadStatus::ok) {
-    reason = "unreadable: " + file.error;
-  } else if (std::string why = owner_problem(file.uid, ownership_); !why.empty()) {
-    reason = why;
-  } else {
-    DecodeResult d = decode_entry(file.bytes);
-    if (!d.entry) reason = d.error;
-    else if (std::string why = check_entry(*d.entry, address, &expected); !why.empty()) reason = why;
-    else {
+  if (!c.found) return out;
+  std::string reason = c.problem;
+  if (reason.empty()) {
+    if (std::string why = check_entry(*c.entry, address, &expected); !why.empty()) {
+      reason = why;
+    } else {
       out.status = LoadStatus::hit;
-      out.entry = std::move(d.entry);
+      out.entry = std::move(c.entry);
       return out;
     }
   }
-  if (may_retry && file.ino != 0) {
+  if (may_retry && !c.bad_folder && c.ino != 0) {
     auto now = file_identity(path);
-    if (!now || *now != std::make_pair(file.dev, file.ino)) {
+    if (!now || *now != std::make_pair(c.dev, c.ino)) {
       out.status = LoadStatus::absent;
       out.reason = "replaced while reading";  // signals load() to re-read
       return out;
@@ -124,24 +129,53 @@ LoadResult DiskCache::load_once(const Hash128& address, const AddressPayload& ex
   }
   out.status = LoadStatus::quarantined;
   out.reason = reason;
-  out.quarantined_to = quarantine(path, reason);
+  if (read_only_) {
+    util::logger()->warn("cache entry {} is bad ({}); the cache directory is read-only, so it stays in place and "
+                         "the kernel is compiled into memory",
+                         c.bad_path.string(), reason);
+    return out;
+  }
+  out.quarantined_to = quarantine(c.bad_path, reason);
   return out;
 }
 
 void DiskCache::publish(const Hash128& address, const Entry& entry) const {
+  if (read_only_) throw Error("cache directory " + dir_.string() + " is read-only");
   const fs::path path = entry_path(address);
-  create_private_directories(path.parent_path());
-  {
-    AtomicFile f(path, Durability::fsync);
-    f.write(encode_entry(entry));
-    f.commit();
+  const std::string bytes = encode_entry(entry);
+  if (bytes.size() > kMaxEntryBytes)
+    throw Error("entry of " + std::to_string(bytes.size()) + " bytes exceeds the entry limit of " +
+                std::to_string(kMaxEntryBytes) + " bytes");
+  for (int attempt = 0;; ++attempt) {
+    create_private_directories(path.parent_path());
+    // Why check the shard folder itself: create_private_directories follows a
+    // link; the cache never writes through one (docs/cache-format.md, Trust).
+    struct stat st{};
+    if (::lstat(path.parent_path().c_str(), &st) == 0) {
+      if (std::string why = folder_trust_problem(st, ownership_); !why.empty())
+        throw Error("cache folder " + path.parent_path().string() + " refused: " + why);
+    }
+    try {
+      AtomicFile f(path, Durability::fsync);
+      f.write(bytes);
+      f.commit();
+      break;
+    } catch (const Error&) {
+      // Why one retry: prune removes empty shard folders; one may vanish between
+      // the mkdir and the temp file's creation.
+      std::error_code ec;
+      if (attempt == 0 && !fs::exists(path.parent_path(), ec)) continue;
+      throw;
+    }
   }
   touch(address);
 }
 
 FileLock DiskCache::lock_entry(const Hash128& address, std::chrono::milliseconds timeout) const {
+  if (read_only_) return FileLock{};
   const fs::path p = lock_path(address);
   std::error_code ec;
+  if (fs::is_symlink(p.parent_path(), ec)) return FileLock{};  // load() quarantines it; never lock through a link
   if (!fs::is_directory(p.parent_path(), ec)) {
     try {
       create_private_directories(p.parent_path());
@@ -153,6 +187,7 @@ FileLock DiskCache::lock_entry(const Hash128& address, std::chrono::milliseconds
 }
 
 void DiskCache::touch(const Hash128& address) const noexcept {
+  if (read_only_) return;
   const fs::path p = stamp_path(address);
   // Why a separate stamp file and not the entry's atime/mtime: atime is often
   // disabled (noatime/relatime), and rewriting the entry's mtime would make an
@@ -162,7 +197,7 @@ void DiskCache::touch(const Hash128& address) const noexcept {
   if (fd >= 0) ::close(fd);
 }
 
-fs::path DiskCache::quarantine(const fs::path& path, std::string_view reason) const noexcept {
+fs::path DiskCache::quarantine(const fs::path& path, std::string_view reason, bool log) const noexcept {
   static std::atomic<unsigned> counter{0};
   try {
     std::time_t now = std::time(nullptr);
@@ -175,13 +210,15 @@ fs::path DiskCache::quarantine(const fs::path& path, std::string_view reason) co
     std::error_code ec;
     create_private_directories(quarantine_dir());
     if (::rename(path.c_str(), dest.c_str()) == 0) {
-      util::logger()->warn("cache entry {} is bad ({}); moved to {}; it will be recompiled", path.string(), reason,
+      if (log)
+        util::logger()->warn("cache entry {} is bad ({}); moved to {}; it will be recompiled", path.string(), reason,
                            dest.string());
       return dest;
     }
     if (errno == ENOENT) return {};  // another process moved or replaced it first
     fs::remove_all(path, ec);
-    util::logger()->warn("cache entry {} is bad ({}); could not move it to quarantine, {}; it will be recompiled",
+    if (log)
+      util::logger()->warn("cache entry {} is bad ({}); could not move it to quarantine, {}; it will be recompiled",
                          path.string(), reason, ec ? "and could not remove it: " + ec.message() : "removed it");
   } catch (...) {
   }

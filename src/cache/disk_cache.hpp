@@ -14,6 +14,7 @@
 
 #include "cache/entry_format.hpp"
 #include "cache/file_lock.hpp"
+#include "cache/trust.hpp"
 
 namespace moejit::cache {
 
@@ -34,10 +35,16 @@ struct LoadResult {
 // given) the payload the caller expects; "" when none.
 std::string check_entry(const Entry& entry, const Hash128& address, const AddressPayload* expected);
 
-// Whose files the cache accepts.
-enum class Ownership : unsigned char {
-  private_only,  // entries must be owned by the effective user (default)
-  shared,        // any owner (MOEJIT_CACHE_ALLOW_SHARED=1, RuntimeOptions::allow_shared_cache)
+// Full verification of one entry without changing anything (what a load
+// checks, except the comparison with an expected payload): for verify, ls,
+// show, explain and export, so that no tool calls "ok" what a load would refuse.
+struct EntryCheck {
+  bool found = false;                    // something is at the entry's place
+  std::optional<Entry> entry;            // found and valid
+  std::string problem;                   // found and bad: why
+  std::filesystem::path bad_path;        // found and bad: the entry file, or the refused folder above it
+  bool bad_folder = false;               // bad_path is entries/ or the shard folder
+  std::uint64_t dev = 0, ino = 0;        // identity of the entry file read (when it could be opened)
 };
 
 class DiskCache {
@@ -45,6 +52,12 @@ class DiskCache {
   // Touches nothing on disk.
   explicit DiskCache(std::filesystem::path dir, Ownership ownership = Ownership::private_only);
   Ownership ownership() const noexcept { return ownership_; }
+
+  // A read-only cache (a directory baked into an image, a read-only export):
+  // loads serve its valid entries; nothing is ever written (no publish, no
+  // quarantine, no last-use stamp). publish() then throws Error at once.
+  void set_read_only(bool read_only) noexcept { read_only_ = read_only; }
+  bool read_only() const noexcept { return read_only_; }
 
   const std::filesystem::path& dir() const noexcept { return dir_; }
   std::filesystem::path entries_dir() const { return dir_ / "entries"; }
@@ -56,18 +69,27 @@ class DiskCache {
   // Creates <dir>, entries/ and quarantine/ (0700). Throws Error naming the path.
   void ensure_layout() const;
 
+  // Reads and fully verifies the entry at `address` (entry_reader.hpp: no link
+  // followed below the root, folders and owner checked, sizes checked before
+  // the body is read; then checksums, header grammar, payload address ==
+  // address). Changes nothing. Never throws except bad_alloc.
+  EntryCheck inspect(const Hash128& address) const;
+
   // Reads and verifies the entry at `address` (owner under Ownership::private_only,
   // magic, version, sizes, checksums, header grammar, payload == expected,
   // address of the payload == address). While reading it holds a shared flock
   // on the entry's lock file when it can get one at once, so that eviction
   // (which takes the lock exclusively, without waiting) skips it.
-  // A bad entry is quarantined with one warning naming it. Never throws
-  // (except bad_alloc); an unreadable entry is treated as bad.
+  // A bad entry is quarantined with one warning naming it (a refused shard
+  // folder is moved to quarantine as a whole; in a read-only cache nothing is
+  // moved, the warning says so). Never throws (except bad_alloc); an
+  // unreadable entry is treated as bad.
   LoadResult load(const Hash128& address, const AddressPayload& expected) const;
 
   // Publishes atomically (AtomicFile, fsync) and creates the last-use stamp.
   // If an entry already exists it is replaced (both are verified equal in content
-  // address; the newer bytes win). Throws Error (disk full, read-only, ...).
+  // address; the newer bytes win). Throws Error (disk full, read-only, an
+  // entry larger than kMaxEntryBytes, a shard folder that is a link or not trusted).
   void publish(const Hash128& address, const Entry& entry) const;
 
   // Exclusive per-entry lock, waiting at most `timeout`; unlocked on failure.
@@ -77,23 +99,17 @@ class DiskCache {
   void touch(const Hash128& address) const noexcept;
 
   // Moves `path` into quarantine/ with a UTC timestamp suffix; removes it if the
-  // move fails. Logs one warning naming the path and `reason`. Returns the new
-  // path (empty when removed or already gone). Never throws.
-  std::filesystem::path quarantine(const std::filesystem::path& path, std::string_view reason) const noexcept;
+  // move fails. Logs one warning naming the path and `reason` unless `log` is
+  // false (verify prints its own line). Returns the new path (empty when
+  // removed or already gone). Never throws.
+  std::filesystem::path quarantine(const std::filesystem::path& path, std::string_view reason,
+                                   bool log = true) const noexcept;
 
  private:
   LoadResult load_once(const Hash128& address, const AddressPayload& expected, bool may_retry) const;
   std::filesystem::path dir_;
   Ownership ownership_ = Ownership::private_only;
+  bool read_only_ = false;
 };
-
-// Why a cache directory cannot be trusted: "" when it is owned by the effective
-// user and not writable by group or others; otherwise the reason, e.g.
-// "it is writable by other users (mode 0777)". A missing directory is "".
-std::string directory_trust_problem(const std::filesystem::path& dir);
-
-// Problem of a file's owner under `ownership`: "" or "owned by uid 65534, not by
-// the current user (uid 0)".
-std::string owner_problem(std::uint32_t uid, Ownership ownership);
 
 }  // namespace moejit::cache

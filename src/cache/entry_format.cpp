@@ -189,18 +189,27 @@ bool parse_prefix(std::string_view bytes, std::uint64_t file_size, Prefix& p, st
   p.body_len = get_le(bytes, 16, 8);
   p.header_xxh = get_le(bytes, 24, 8);
   p.body_xxh = get_le(bytes, 32, 8);
-  if (p.body_len > kMaxEntryBytes || p.header_len > kMaxEntryBytes)
-    return error = "implausible sizes (header " + std::to_string(p.header_len) + ", body " + std::to_string(p.body_len) + ")", false;
+  if (p.body_len > kMaxEntryBytes || p.header_len > kMaxEntryBytes ||
+      kEntryPrefixBytes + p.header_len + p.body_len > kMaxEntryBytes)
+    return error = "declared sizes (header " + std::to_string(p.header_len) + ", body " + std::to_string(p.body_len) +
+                   " bytes) exceed the entry limit of " + std::to_string(kMaxEntryBytes) + " bytes",
+           false;
   std::uint64_t expect = kEntryPrefixBytes + p.header_len + p.body_len;
   if (file_size != expect)
     return error = (file_size < expect ? "truncated: " : "size mismatch: ") + std::to_string(file_size) +
                    " bytes, header says " + std::to_string(expect),
            false;
-  if (bytes.size() < kEntryPrefixBytes + p.header_len) return error = "truncated header", false;
   return true;
 }
 
 }  // namespace
+
+std::string entry_prefix_problem(std::string_view prefix, std::uint64_t file_size) {
+  Prefix p;
+  std::string error;
+  if (!parse_prefix(prefix, file_size, p, error)) return error;
+  return {};
+}
 
 std::string encode_entry(const Entry& entry) {
   std::string header = encode_header(entry.header);
@@ -221,6 +230,10 @@ DecodeResult decode_header_only(std::string_view bytes, std::uint64_t file_size)
   DecodeResult r;
   Prefix p;
   if (!parse_prefix(bytes, file_size, p, r.error)) return r;
+  if (bytes.size() < kEntryPrefixBytes + p.header_len) {
+    r.error = "truncated header";
+    return r;
+  }
   std::string_view header = bytes.substr(kEntryPrefixBytes, p.header_len);
   if (XXH3_64bits(header.data(), header.size()) != p.header_xxh) {
     r.error = "header checksum mismatch";

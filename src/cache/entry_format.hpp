@@ -15,9 +15,11 @@ namespace moejit::cache {
 inline constexpr char kEntryMagic[8] = {'M', 'O', 'E', 'J', 'I', 'T', 'C', 'E'};
 inline constexpr std::uint32_t kEntryFormatVersion = 1;
 inline constexpr std::size_t kEntryPrefixBytes = 40;
-// Why a cap: a hostile or corrupt header_len/body_len must not make us allocate
-// gigabytes; real cubins are a few hundred KB.
-inline constexpr std::uint64_t kMaxEntryBytes = 256ull << 20;
+// Largest entry file (prefix + header + body) the cache writes or reads.
+// Why 16 MiB: real entries are a few hundred KB (the largest MoE GEMM cubin is
+// well under 2 MB); a reader holds at most one entry per thread, so a -j16
+// prewarm over a cache of hostile files needs at most 16 x 16 MiB.
+inline constexpr std::uint64_t kMaxEntryBytes = 16ull << 20;
 
 struct EntryHeader {
   AddressPayload payload;        // what the content address is computed from
@@ -46,6 +48,11 @@ struct DecodeResult {
 // header grammar. Does not compare the payload with an expected one (the caller
 // does: DiskCache checks payload equality and the address).
 DecodeResult decode_entry(std::string_view bytes);
+
+// Checks the 40-byte prefix (magic, version, declared sizes) against the file
+// size and kMaxEntryBytes, before a reader allocates for the rest. "" when it
+// fits; `prefix` may be shorter than 40 bytes (then it is the reason).
+std::string entry_prefix_problem(std::string_view prefix, std::uint64_t file_size);
 
 // Only the 40-byte prefix and the header (no body checksum): for listings.
 // `bytes` may hold just the first kEntryPrefixBytes + header_len bytes.

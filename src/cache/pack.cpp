@@ -116,15 +116,15 @@ void write_pack(const fs::path& out, const PackManifest& manifest, const std::ve
 
 std::vector<Entry> collect_entries(const fs::path& dir, std::vector<std::string>* skipped) {
   std::vector<Entry> out;
+  const DiskCache dc(dir);
+  const std::string refused = layout_trust_problem(dir, Ownership::private_only);
   for (const EntryInfo& info : list_entries(dir)) {
-    ReadResult f = read_regular_file(info.path, kMaxEntryBytes + (1 << 20));
     std::string why;
-    if (f.status != ReadStatus::ok) why = "unreadable: " + f.error;
+    if (!refused.empty()) why = "cache directory refused: " + refused;
     else {
-      DecodeResult d = decode_entry(f.bytes);
-      if (!d.entry) why = d.error;
-      else if (std::string c = check_entry(*d.entry, info.address, nullptr); !c.empty()) why = c;
-      else out.push_back(std::move(*d.entry));
+      EntryCheck c = dc.inspect(info.address);
+      if (c.entry) out.push_back(std::move(*c.entry));
+      else why = c.found ? c.problem : "vanished while reading";
     }
     if (!why.empty() && skipped) skipped->push_back(info.path.string() + ": " + why);
   }
