@@ -35,6 +35,11 @@ struct PrewarmOptions {
   // Called after each distinct kernel finishes (done, total = distinct kernels);
   // from worker threads, but never two calls at once (serialized by prewarm).
   std::function<void(std::size_t done, std::size_t total)> on_progress;
+  // Check only: look every kernel up (memory, AOT pack, cache directory:
+  // Runtime::lookup_cached) without compiling; PrewarmReport::missing counts
+  // the kernels that are not there. With RuntimeOptions::read_only_cache
+  // nothing is written. Implies no load_on_gpu.
+  bool check_only = false;
 };
 
 // Why a kernel is missing; lets a tool tell "the environment is broken"
@@ -55,8 +60,8 @@ struct PrewarmFailure {
 };
 
 // Counts are per distinct kernel (one content address), except `keys`,
-// `loaded` and `load_failed`: compiled + disk_hits + memory_hits + failed ==
-// distinct_kernels.
+// `loaded` and `load_failed`: compiled + disk_hits + memory_hits + failed +
+// missing == distinct_kernels.
 struct PrewarmReport {
   std::string model_name;            // PrewarmPlan::model_name
   std::uint64_t max_num_tokens = 0;  // PrewarmPlan::max_num_tokens
@@ -71,6 +76,14 @@ struct PrewarmReport {
   std::size_t disk_hits = 0;         // loaded from disk
   std::size_t memory_hits = 0;       // already in this process
   std::size_t failed = 0;            // distinct kernels that could not be produced
+  std::size_t missing = 0;           // check_only: distinct kernels neither in memory, the pack nor the directory
+  // Of the kernels produced (compiled + disk_hits + memory_hits): on disk or in
+  // the pack, so a restarted process finds them, and only in this process's
+  // memory (their publish failed: disk full, no inodes, quota, read-only file
+  // system, or no usable cache directory). persisted + memory_only ==
+  // compiled + disk_hits + memory_hits.
+  std::size_t persisted = 0;
+  std::size_t memory_only = 0;
   std::size_t loaded = 0;            // keys loaded on the GPU (load_on_gpu only)
   std::size_t load_failed = 0;       // keys whose GPU load failed (load_on_gpu only)
   // One entry per failing key (a failing kernel names its first key), in
@@ -78,7 +91,10 @@ struct PrewarmReport {
   // sharing an already-compiled kernel failed, which the cache should never do).
   std::vector<PrewarmFailure> failures;
   double wall_ms = 0.0;
-  double compile_ms_total = 0.0;     // sum over compiles (CPU time across threads)
+  // Sum of the wall times of this run's NVRTC compiles (each measured around
+  // its own nvrtcCompileProgram on its thread); with -j N it can exceed wall_ms
+  // up to N times. Not CPU time.
+  double compile_ms_total = 0.0;
   // The fields above as one JSON object (2-space indented), failures as
   // [{"key": text, "kind": to_string(kind), "message": text}]; field names as in this struct, model_name as "model".
   std::string to_json() const;

@@ -58,6 +58,13 @@ struct RuntimeOptions {
   // Temp files of interrupted publishes older than this are removed when the
   // runtime opens the cache directory (10 minutes by default).
   std::chrono::seconds temp_max_age{600};
+  // Never write to the cache directory (no publish, quarantine, last-use stamp,
+  // statistics, temp sweep): a cache baked into a container image or on a
+  // read-only export. Its valid entries are served; misses compile into memory
+  // (RuntimeStats::publish_failures counts them). An existing cache directory
+  // whose layout cannot be completed (read-only file system, no permission) is
+  // opened this way by itself, with one warning.
+  bool read_only_cache = false;
 };
 
 // Resource report of one compiled kernel, parsed from ptxas's -v output.
@@ -78,6 +85,10 @@ struct CompiledKernel {
   LaunchContract launch;
   double compile_ms = 0.0;     // 0 when loaded from disk
   enum class Origin : std::uint8_t { memory, disk, compiled } origin = Origin::compiled;
+  // On disk or in the AOT pack, so that a restarted process finds it; false:
+  // compiled and kept in memory only (the publish failed: disk full, read-only
+  // directory, ...; or no disk cache).
+  bool persisted = false;
 };
 
 // compiled() plus how this particular call obtained the kernel.
@@ -122,6 +133,14 @@ class Runtime {
   // compiled() that also says where the kernel came from (for prewarm reports).
   // Same errors as compiled().
   CompiledLookup lookup_compiled(const SpecKey& key);
+  // The kernel when it is in memory, in the AOT pack or in the cache directory
+  // (verified as a load does), else a null `kernel`: never compiles, and writes
+  // nothing but what a load writes (a bad entry's quarantine, the last-use
+  // stamp; nothing with read_only_cache). For checking that a cache is complete
+  // (moejit-prewarm --check). Throws InvalidArgument (key cannot be implemented),
+  // DriverError (no libnvrtc and no NVRTC version recorded by the pack or the
+  // directory, so no content address can be computed).
+  CompiledLookup lookup_cached(const SpecKey& key);
 
   // The kernel loaded in the calling thread's current CUDA context (loaded once
   // per context; when no context is current, device 0's primary context is

@@ -28,6 +28,8 @@ struct Failure {
 // Outcome of one kernel group, written by exactly one worker.
 struct GroupResult {
   bool ok = false;
+  bool missing = false;    // check_only: not in memory, pack or directory
+  bool persisted = false;  // the kernel is on disk or in the pack
   CompiledKernel::Origin origin = CompiledKernel::Origin::compiled;
   Hash128 content_hash;
   double compile_ms = 0.0;
@@ -46,7 +48,33 @@ Failure make_failure(std::size_t index, const std::exception& e) {
 
 // Compiles the representative, then requests every other member so that each
 // key is in the runtime's memory before seal() (a sealed runtime never misses).
-void run_group(Runtime& runtime, const std::vector<SpecKey>& keys, const KernelGroup& group, GroupResult& out) {
+void run_group(Runtime& runtime, const std::vector<SpecKey>& keys, const KernelGroup& group, GroupResult& out,
+               bool check_only) {
+  if (check_only) {
+    // Every member, not only the representative: the check answers "would a
+    // server find each key's kernel", whatever generator the runtime uses.
+    for (std::size_t m = 0; m < group.members.size(); ++m) {
+      try {
+        const CompiledLookup got = runtime.lookup_cached(keys[group.members[m]]);
+        if (!got.kernel) {
+          out.missing = true;
+          out.ok = false;
+          return;
+        }
+        if (m == 0) {
+          out.ok = true;
+          out.origin = got.origin;
+          out.persisted = got.kernel->persisted;
+          out.content_hash = got.kernel->content_hash;
+        }
+      } catch (const std::exception& e) {
+        out.failures.push_back(make_failure(group.members[m], e));
+        out.ok = false;
+        return;
+      }
+    }
+    return;
+  }
   try {
     // Why lookup_compiled and not compiled()->origin: the kernel object is
     // shared, its origin is how it was first obtained; we need this call's.
@@ -54,6 +82,7 @@ void run_group(Runtime& runtime, const std::vector<SpecKey>& keys, const KernelG
     out.ok = true;
     out.origin = got.origin;
     out.content_hash = got.kernel->content_hash;
+    out.persisted = got.kernel->persisted;
     out.compile_ms = got.origin == CompiledKernel::Origin::compiled ? got.kernel->compile_ms : 0.0;
   } catch (const std::exception& e) {
     out.failures.push_back(make_failure(group.members.front(), e));
@@ -111,7 +140,7 @@ PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOp
   std::mutex progress_mutex;
   auto worker = [&] {
     for (std::size_t g = next.fetch_add(1); g < total; g = next.fetch_add(1)) {
-      run_group(runtime, keys, groups[g], results[g]);
+      run_group(runtime, keys, groups[g], results[g], options.check_only);
       const std::size_t d = done.fetch_add(1) + 1;
       if (options.on_progress) {
         std::lock_guard lock(progress_mutex);
@@ -131,7 +160,9 @@ PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOp
   for (std::size_t g = 0; g < total; ++g) {
     GroupResult& r = results[g];
     for (Failure& f : r.failures) failures.push_back(std::move(f));
+    if (r.missing) ++report.missing;
     if (!r.ok) continue;
+    ++(r.persisted ? report.persisted : report.memory_only);
     switch (r.origin) {
       case CompiledKernel::Origin::compiled:
         ++report.compiled;
@@ -143,11 +174,11 @@ PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOp
   }
   report.distinct_kernels = total;
   report.failed = 0;
-  for (const GroupResult& r : results) report.failed += r.ok ? 0 : 1;
+  for (const GroupResult& r : results) report.failed += r.ok || r.missing ? 0 : 1;
 
   // Why on the calling thread: get() loads into the calling thread's current
   // CUDA context, and the pool's threads have none.
-  if (options.load_on_gpu) {
+  if (options.load_on_gpu && !options.check_only) {
     for (const Failure& f : failures) failed_keys.insert(f.key_index);
     for (std::size_t i = 0; i < keys.size(); ++i) {
       if (failed_keys.count(i)) continue;

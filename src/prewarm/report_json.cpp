@@ -17,6 +17,9 @@ std::string PrewarmReport::to_json() const {
   j["disk_hits"] = disk_hits;
   j["memory_hits"] = memory_hits;
   j["failed"] = failed;
+  j["missing"] = missing;
+  j["persisted"] = persisted;
+  j["memory_only"] = memory_only;
   j["loaded"] = loaded;
   j["load_failed"] = load_failed;
   j["wall_ms"] = wall_ms;

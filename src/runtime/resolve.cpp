@@ -31,6 +31,7 @@ std::shared_ptr<const CompiledKernel> from_entry(const Hash128& address, cache::
   k->launch = e.header.launch;
   k->compile_ms = 0.0;
   k->origin = CompiledKernel::Origin::disk;
+  k->persisted = true;
   return k;
 }
 
@@ -154,55 +155,95 @@ KernelSlot* Runtime::Impl::resolve(const SpecKey& key, const Hash128& key_hash, 
   }
 }
 
+std::shared_ptr<const CompiledKernel> Runtime::Impl::load_from_pack(const Hash128& address,
+                                                                    const cache::AddressPayload& payload,
+                                                                    const std::string& key_text) {
+  if (!pack) return nullptr;
+  cache::Pack::Lookup l = pack->load(address, &payload);
+  if (l.status == cache::Pack::Status::hit) {
+    pack_hits.fetch_add(1, std::memory_order_relaxed);
+    disk_hits.fetch_add(1, std::memory_order_relaxed);
+    cache::PersistentStats d;
+    d.disk_hits = 1;
+    record(d, false);
+    util::logger()->debug("pack hit {} for key {}", address.hex(), key_text);
+    return from_entry(address, std::move(*l.entry));
+  }
+  if (l.status == cache::Pack::Status::bad) {
+    // Why no quarantine: the pack is read-only and shared; the directory
+    // overlay takes over for this kernel.
+    if (!pack_bad_warned.exchange(true))
+      util::logger()->warn("AOT pack {}: entry {} is bad ({}); using the cache directory / NVRTC for it",
+                           pack->path().string(), address.hex(), l.reason);
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const CompiledKernel> Runtime::Impl::load_from_disk(const Hash128& address,
+                                                                    const cache::AddressPayload& payload,
+                                                                    const std::string& key_text) {
+  if (!disk) return nullptr;
+  cache::LoadResult r = disk->load(address, payload);
+  cache::PersistentStats d;
+  if (r.status == cache::LoadStatus::hit) {
+    disk->touch(address);
+    disk_hits.fetch_add(1, std::memory_order_relaxed);
+    d.disk_hits = 1;
+    record(d, false);
+    util::logger()->debug("disk hit {} for key {}", address.hex(), key_text);
+    return from_entry(address, std::move(*r.entry));
+  }
+  if (r.status == cache::LoadStatus::quarantined) {
+    quarantined.fetch_add(1, std::memory_order_relaxed);
+    d.quarantined = 1;
+    record(d, true);
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const CompiledKernel> Runtime::Impl::find_cached(const SpecKey& key, CompiledKernel::Origin& origin) {
+  KernelSource src = options.generator ? options.generator(key) : codegen::generate(key);
+  cache::AddressPayload payload = cache::make_payload(src, key.target, nvrtc_version_text());
+  const Hash128 address = payload.address();
+  {
+    std::shared_lock lock(map_mu);
+    if (auto it = kernels.find(address);
+        it != kernels.end() && it->second->flight.state.load(std::memory_order_acquire) == SlotState::ready) {
+      origin = CompiledKernel::Origin::memory;
+      return it->second->kernel;
+    }
+  }
+  const std::string key_text = key.to_text();
+  origin = CompiledKernel::Origin::disk;
+  if (auto k = load_from_pack(address, payload, key_text)) return k;
+  return load_from_disk(address, payload, key_text);
+}
+
+CompiledLookup Runtime::lookup_cached(const SpecKey& key) {
+  CompiledLookup out;
+  if (runtime::KernelSlot* slot = impl_->find_ready(key, key.hash())) {
+    out.kernel = slot->kernel;
+    out.origin = CompiledKernel::Origin::memory;
+    return out;
+  }
+  out.kernel = impl_->find_cached(key, out.origin);
+  return out;
+}
+
 std::shared_ptr<const CompiledKernel> Runtime::Impl::obtain(const SpecKey& key, const KernelSource& src,
                                                             const cache::AddressPayload& payload,
                                                             const Hash128& address, CompiledKernel::Origin& origin) {
   const std::string key_text = key.to_text();
 
-  if (pack) {
-    cache::Pack::Lookup l = pack->load(address, &payload);
-    if (l.status == cache::Pack::Status::hit) {
-      origin = CompiledKernel::Origin::disk;
-      pack_hits.fetch_add(1, std::memory_order_relaxed);
-      disk_hits.fetch_add(1, std::memory_order_relaxed);
-      cache::PersistentStats d;
-      d.disk_hits = 1;
-      record(d, false);
-      util::logger()->debug("pack hit {} for key {}", address.hex(), key_text);
-      return from_entry(address, std::move(*l.entry));
-    }
-    if (l.status == cache::Pack::Status::bad) {
-      // Why no quarantine: the pack is read-only and shared; the directory
-      // overlay takes over for this kernel.
-      if (!pack_bad_warned.exchange(true))
-        util::logger()->warn("AOT pack {}: entry {} is bad ({}); using the cache directory / NVRTC for it",
-                             pack->path().string(), address.hex(), l.reason);
-    }
+  if (auto k = load_from_pack(address, payload, key_text)) {
+    origin = CompiledKernel::Origin::disk;
+    return k;
   }
   if (!disk) {
     origin = CompiledKernel::Origin::compiled;
     return compile_and_publish(key, key_text, src, payload, address);
   }
-
-  auto try_disk = [&]() -> std::shared_ptr<const CompiledKernel> {
-    cache::LoadResult r = disk->load(address, payload);
-    cache::PersistentStats d;
-    if (r.status == cache::LoadStatus::hit) {
-      disk->touch(address);
-      disk_hits.fetch_add(1, std::memory_order_relaxed);
-      d.disk_hits = 1;
-      record(d, false);
-      util::logger()->debug("disk hit {} for key {}", address.hex(), key_text);
-      return from_entry(address, std::move(*r.entry));
-    }
-    if (r.status == cache::LoadStatus::quarantined) {
-      quarantined.fetch_add(1, std::memory_order_relaxed);
-      d.quarantined = 1;
-      record(d, true);
-    }
-    return nullptr;
-  };
-
+  auto try_disk = [&] { return load_from_disk(address, payload, key_text); };
   if (auto k = try_disk()) {
     origin = CompiledKernel::Origin::disk;
     return k;
@@ -276,6 +317,7 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::compile_and_publish(const S
     e.cubin = out.cubin;
     try {
       disk->publish(address, e);
+      k->persisted = true;
       after_publish(address);
     } catch (const std::exception& ex) {
       // Why not fail: the kernel is compiled and correct; only persistence failed

@@ -18,29 +18,44 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
 
 void Runtime::Impl::open_disk_cache() {
   const bool shared = options.allow_shared_cache.value_or(util::env::cache_allow_shared());
+  const cache::Ownership ownership = shared ? cache::Ownership::shared : cache::Ownership::private_only;
   max_bytes = options.max_cache_bytes ? (*options.max_cache_bytes ? options.max_cache_bytes : std::nullopt)
                                       : util::env::cache_max_bytes();
+  auto refuse = [&](const std::string& why) {
+    util::logger()->warn(
+        "cache directory {} refused: {}; kernels stay in memory only (to share a cache directory between "
+        "users on purpose, set MOEJIT_CACHE_ALLOW_SHARED=1 or RuntimeOptions::allow_shared_cache)",
+        cache_dir.string(), why);
+  };
+  bool read_only = options.read_only_cache;
   try {
-    cache::DiskCache d(cache_dir, shared ? cache::Ownership::shared : cache::Ownership::private_only);
-    if (!shared) {
-      // Why before creating anything in it: a directory others can write to may
-      // already hold a planted entry; refuse it outright.
-      for (const auto& p : {cache_dir, d.entries_dir()}) {
-        if (std::string why = cache::directory_trust_problem(p); !why.empty()) {
-          util::logger()->warn(
-              "cache directory {} refused: {}; kernels stay in memory only (to share a cache directory between "
-              "users on purpose, set MOEJIT_CACHE_ALLOW_SHARED=1 or RuntimeOptions::allow_shared_cache)",
-              p.string(), why);
-          return;
-        }
+    cache::DiskCache d(cache_dir, ownership);
+    // Why before creating anything in it: a directory others can write to may
+    // already hold a planted entry; refuse it outright.
+    if (std::string why = cache::layout_trust_problem(cache_dir, ownership); !why.empty()) return refuse(why);
+    if (!read_only) {
+      try {
+        d.ensure_layout();
+      } catch (const std::exception& e) {
+        // A cache that exists but cannot be completed (read-only file system,
+        // an image layer, no permission) still serves its entries.
+        std::error_code ec;
+        if (!std::filesystem::is_directory(d.entries_dir(), ec)) throw;
+        read_only = true;
+        util::logger()->warn("cache directory {} is not writable ({}); serving its entries read-only, new kernels "
+                             "stay in memory only",
+                             cache_dir.string(), e.what());
       }
+      // Checked again: ensure_layout may have found (not created) a folder.
+      if (std::string why = cache::layout_trust_problem(cache_dir, ownership); !why.empty()) return refuse(why);
     }
-    d.ensure_layout();
+    d.set_read_only(read_only);
     disk.emplace(std::move(d));
   } catch (const std::exception& e) {
     util::logger()->warn("cache directory unusable ({}); kernels stay in memory only", e.what());
     return;
   }
+  if (read_only) return;
   try {
     const std::size_t swept = cache::sweep_temp_files(cache_dir, options.temp_max_age);
     if (swept) util::logger()->info("removed {} leftover temp file(s) of interrupted publishes in {}", swept, cache_dir.string());
@@ -113,7 +128,7 @@ void Runtime::Impl::record(const cache::PersistentStats& delta, bool flush_now) 
     pending = {};
     pending_events = 0;
   }
-  if (disk) cache::add_stats(disk->dir(), take);
+  if (disk && !disk->read_only()) cache::add_stats(disk->dir(), take);
 }
 
 void Runtime::Impl::flush_stats() noexcept {
@@ -124,7 +139,7 @@ void Runtime::Impl::flush_stats() noexcept {
     pending = {};
     pending_events = 0;
   }
-  if (disk) cache::add_stats(disk->dir(), take);
+  if (disk && !disk->read_only()) cache::add_stats(disk->dir(), take);
 }
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}

@@ -66,6 +66,8 @@ struct Runtime::Impl {
   // Slow path: single-flight resolution of key to a ready KernelSlot.
   // `origin` receives how this call obtained it. Throws as Runtime::compiled().
   runtime::KernelSlot* resolve(const SpecKey& key, const Hash128& key_hash, CompiledKernel::Origin& origin);
+  // Runtime::lookup_cached's slow path: nullptr when neither memory, pack nor disk has it.
+  std::shared_ptr<const CompiledKernel> find_cached(const SpecKey& key, CompiledKernel::Origin& origin);
 
   // Per-context CUfunction of a ready slot (loads the module once per context).
   CUfunction function_in_current_context(runtime::KernelSlot& slot);
@@ -79,6 +81,10 @@ struct Runtime::Impl {
   void mount_pack();
   void after_publish(const Hash128& address) noexcept;
   const std::string& nvrtc_version_text();
+  std::shared_ptr<const CompiledKernel> load_from_pack(const Hash128& address, const cache::AddressPayload& payload,
+                                                       const std::string& key_text);
+  std::shared_ptr<const CompiledKernel> load_from_disk(const Hash128& address, const cache::AddressPayload& payload,
+                                                       const std::string& key_text);
   std::shared_ptr<const CompiledKernel> obtain(const SpecKey& key, const KernelSource& src,
                                                const cache::AddressPayload& payload, const Hash128& address,
                                                CompiledKernel::Origin& origin);
