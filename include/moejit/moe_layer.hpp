@@ -75,7 +75,7 @@ struct MoeWeights {
 
 // Per-call tensors.
 struct MoeLayerArgs {
-  std::uint32_t num_tokens = 0;   // T; 0 launches nothing
+  std::uint32_t num_tokens = 0;   // T; 0 launches nothing (x, topk_ids, topk_weights, out, workspace may then be null, workspace_bytes 0)
   DevicePtr x = 0;                // bf16 [T, D], row stride x_row_stride elements (multiple of 8)
   std::int64_t x_row_stride = 0;  // 0 = D
   DevicePtr topk_ids = 0;         // int32 [T, top_k], contiguous; -1 drops a route (expert parallelism)

@@ -174,10 +174,13 @@ void MoeLayer::check_args(const MoeLayerArgs& a) const {
   const std::uint64_t D = shape_.hidden;
   if (std::uint64_t(a.num_tokens) * shape_.top_k > 0x7fffffffull)
     bad("num_tokens", a.num_tokens, "num_tokens * top_k must fit in int32");
-  if (!a.x) bad("x", a.x, "null");
-  if (!a.topk_ids) bad("topk_ids", a.topk_ids, "null");
-  if (!a.topk_weights) bad("topk_weights", a.topk_weights, "null");
-  if (!a.out) bad("out", a.out, "null");
+  // Why T = 0 may pass null tensors: frameworks pass empty tensors with null
+  // data; nothing is launched for them.
+  const bool empty = a.num_tokens == 0;
+  if (!a.x && !empty) bad("x", a.x, "null");
+  if (!a.topk_ids && !empty) bad("topk_ids", a.topk_ids, "null");
+  if (!a.topk_weights && !empty) bad("topk_weights", a.topk_weights, "null");
+  if (!a.out && !empty) bad("out", a.out, "null");
   if (a.out % 4) bad("out", a.out, "must be 4-byte aligned (the combine stores bf16 pairs)");
   if (a.x % 16) bad("x", a.x, "must be 16-byte aligned");
   // The combine indexes its threads (num_tokens * hidden / cols, cols 4 or 8) in
@@ -188,8 +191,9 @@ void MoeLayer::check_args(const MoeLayerArgs& a) const {
   if (xs < std::int64_t(D) || xs % 8) bad("x_row_stride", xs, "must be >= hidden and a multiple of 8");
   const std::int64_t os = a.out_row_stride ? a.out_row_stride : std::int64_t(D);
   if (os < std::int64_t(D) || os % 2) bad("out_row_stride", os, "must be >= hidden and even");
-  if (!a.workspace || a.workspace % 256) bad("workspace", a.workspace, "must be non-null and 256-byte aligned");
-  const std::size_t need = workspace_size(a.num_tokens);
+  if ((!a.workspace && !empty) || a.workspace % 256)
+    bad("workspace", a.workspace, "must be non-null and 256-byte aligned");
+  const std::size_t need = empty ? 0 : workspace_size(a.num_tokens);
   if (a.workspace_bytes < need)
     bad("workspace_bytes", a.workspace_bytes, "need " + std::to_string(need) + " for num_tokens=" +
                                                   std::to_string(a.num_tokens));
