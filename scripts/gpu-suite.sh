@@ -1,21 +1,37 @@
 #!/usr/bin/env bash
-# The GPU suite, one command on the accelerator machine (H200):
+# The GPU suite, one command on a machine with an NVIDIA GPU (sm_90a: H100/H200):
 #   bash scripts/gpu-suite.sh [BUILD_DIR]
 # Runs the Catch2 GPU tests (every kernel against the float64 CPU reference,
 # padding invariance by memcmp) and the gpt-oss-120b layer demo (check + timing).
-# Logs go to $OUT (the device tool's output folder) or ./gpu-suite-out.
-# Build here with scripts/build.sh (or cmake) and carry the two binaries:
-#   build/tests/moejit_tests_gpu and build/tools/moejit-run.
+# Logs go to $OUT when set, else to a new folder under ${TMPDIR:-/tmp} (never
+# into the source tree); the folder is printed first.
+# The binaries need no toolkit on the GPU machine: build elsewhere and copy
+#   BUILD_DIR/tests/moejit_tests_gpu and BUILD_DIR/tools/moejit-run.
+# Exit codes: 0 all passed, 1 a test or the demo failed, 2 a binary is missing,
+# 77 no usable GPU (prints SKIPPED; ctest's skip code).
 set -uo pipefail
 BUILD=${1:-build}
-OUT=${OUT:-$PWD/gpu-suite-out}
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  echo "SKIPPED: no usable NVIDIA GPU on this machine (nvidia-smi missing or lists no GPU); nothing was run"
+  exit 77
+fi
+run_bin="$BUILD/tools/moejit-run"
+[ -f "$run_bin" ] || run_bin="$BUILD/tools/moejit-run/moejit-run"
+for bin in "$BUILD/tests/moejit_tests_gpu" "$run_bin"; do
+  if [ ! -x "$bin" ]; then
+    echo "gpu-suite: error: $bin is not built (cmake --build $BUILD --target moejit_tests_gpu moejit-run)" >&2
+    exit 2
+  fi
+done
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/moejit-gpu-suite.XXXXXX")}
 mkdir -p "$OUT"
+echo "gpu-suite: logs in $OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$OUT/gpu.txt"
 export MOEJIT_CACHE_DIR=${MOEJIT_CACHE_DIR:-$(mktemp -d)}
 start=$(date +%s)
 "$BUILD/tests/moejit_tests_gpu" --durations yes 2>&1 | tee "$OUT/gpu-suite.log"
 suite=${PIPESTATUS[0]}
-"$BUILD/tools/moejit-run" --model gpt-oss-120b --tokens 1,8,64,512,4096 2>&1 | tee "$OUT/moejit-run.log"
+"$run_bin" --model gpt-oss-120b --tokens 1,8,64,512,4096 2>&1 | tee "$OUT/moejit-run.log"
 run=${PIPESTATUS[0]}
-echo "gpu suite exit $suite, moejit-run exit $run, $(( $(date +%s) - start )) s"
+echo "gpu suite exit $suite, moejit-run exit $run, $(( $(date +%s) - start )) s; logs in $OUT"
 [ "$suite" -eq 0 ] && [ "$run" -eq 0 ]
