@@ -2,6 +2,9 @@
 
 #include "driver/dynlib.hpp"
 #include "moejit/error.hpp"
+#include "util/env.hpp"
+
+#include <cstdlib>
 
 namespace moejit::driver {
 namespace {
@@ -13,10 +16,24 @@ struct Loaded {
 
 Loaded load() {
   Loaded out;
-  OpenedLibrary lib = open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
+  const std::optional<std::string> chosen = util::env::nvrtc_library();
+  OpenedLibrary lib = chosen ? open_first({chosen->c_str()}) : open_first({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"});
   if (!lib.handle) {
-    out.error = "libnvrtc not found (tried libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so): "
-                "install the CUDA NVRTC runtime to compile kernels (dlopen: " + lib.error + ")";
+    // One message that says where the loader looked and how to fix it (the
+    // tools print it once, however many kernels needed NVRTC).
+    const char* ld_path = std::getenv("LD_LIBRARY_PATH");
+    const std::string searched =
+        std::string("LD_LIBRARY_PATH (") + (ld_path && *ld_path ? ld_path : "unset") +
+        "), the ld.so cache (/etc/ld.so.cache) and /lib, /usr/lib";
+    if (chosen)
+      out.error = "libnvrtc not found: MOEJIT_NVRTC_LIBRARY=" + *chosen + " cannot be opened (searched " + searched +
+                  " for a bare name; dlopen: " + lib.error + "); fix: point MOEJIT_NVRTC_LIBRARY at libnvrtc.so.13 "
+                  "of a CUDA toolkit, or unset it";
+    else
+      out.error = "libnvrtc not found: searched " + searched +
+                  " for libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so; fix: install the CUDA NVRTC runtime "
+                  "(e.g. /usr/local/cuda/lib64/libnvrtc.so.13), then add its folder to LD_LIBRARY_PATH or set "
+                  "MOEJIT_NVRTC_LIBRARY=/path/to/libnvrtc.so.13";
     return out;
   }
   out.api.library = lib.name;

@@ -115,7 +115,10 @@ std::chrono::seconds parse_duration(std::string_view text, std::string_view what
   if (!leading_number(text, value, rest)) throw bad();
   const std::string unit = lower(rest);
   double scale = 0;
-  if (unit == "" || unit == "s") scale = 1;
+  if (unit.empty())
+    throw UsageError(std::string(what) + ": '" + std::string(text) +
+                     "' has no unit; add s, m, h, d or w (e.g. " + std::string(text) + "d for days)");
+  if (unit == "s") scale = 1;
   else if (unit == "m" || unit == "min") scale = 60;
   else if (unit == "h") scale = 3600;
   else if (unit == "d") scale = 86400;
@@ -148,6 +151,29 @@ std::string format_ms(double ms) {
   return buf;
 }
 
+namespace {
+void check_trust(const std::filesystem::path& dir) {
+  const cache::Ownership ownership =
+      util::env::cache_allow_shared() ? cache::Ownership::shared : cache::Ownership::private_only;
+  if (std::string why = cache::layout_trust_problem(dir, ownership); !why.empty())
+    throw EnvironmentError("cache directory '" + dir.string() + "' refused: " + why +
+                           (ownership == cache::Ownership::private_only
+                                ? " (set MOEJIT_CACHE_ALLOW_SHARED=1 to share it on purpose)"
+                                : ""));
+}
+}  // namespace
+
+void check_cache_dir_readable(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty()) throw EnvironmentError("cache directory: empty path");
+  if (!fs::exists(dir, ec))
+    throw EnvironmentError("cache directory '" + dir.string() + "' does not exist (--cache-dir or MOEJIT_CACHE_DIR)");
+  if (!fs::is_directory(dir, ec))
+    throw EnvironmentError("cache directory '" + dir.string() + "' exists and is not a directory");
+  check_trust(dir);
+}
+
 void check_cache_dir_usable(const std::filesystem::path& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -159,17 +185,14 @@ void check_cache_dir_usable(const std::filesystem::path& dir) {
     if (ec) throw EnvironmentError("cannot create cache directory '" + dir.string() + "': " + ec.message());
     fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   }
-  if (!util::env::cache_allow_shared()) {
-    if (std::string why = cache::directory_trust_problem(dir); !why.empty())
-      throw EnvironmentError("cache directory '" + dir.string() + "' refused: " + why +
-                             " (set MOEJIT_CACHE_ALLOW_SHARED=1 to share it on purpose)");
-  }
+  check_trust(dir);
   // Why a real probe file and not access(W_OK): access() ignores read-only
   // mounts on some file systems and ACLs; creating a file is the real test.
   const fs::path probe = dir / (".probe-" + std::to_string(::getpid()));
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
   if (fd < 0)
-    throw EnvironmentError("cache directory '" + dir.string() + "' is not writable: " + std::strerror(errno));
+    throw EnvironmentError("cache directory '" + dir.string() + "' is not writable: " + std::strerror(errno) +
+                           " (moejit-prewarm --check checks a read-only cache without writing)");
   ::close(fd);
   ::unlink(probe.c_str());
 }

@@ -19,6 +19,7 @@ enum class ExitCode : int {
   failed = 1,       // the tool ran, but some kernels failed / some cache entries are bad
   usage = 2,        // bad arguments or a bad input file (one line on stderr)
   environment = 3,  // the machine cannot do it: NVRTC missing, cache directory unusable
+  incomplete = 4,   // moejit-prewarm: the kernels were built, but some could not be written to the cache directory
 };
 
 // Bad command line or bad input file (exit code 2).
@@ -51,7 +52,8 @@ int run_tool_main(const char* tool, int (*run)(int, char**), int argc, char** ar
 // binary units (K = 1024). Throws UsageError naming `what` and the text.
 std::uint64_t parse_byte_size(std::string_view text, std::string_view what = "size");
 
-// "90s", "30m", "12h", "7d", "2w" (a bare number is seconds). Throws UsageError.
+// "90s", "30m", "12h", "7d", "2w". A bare number is refused (is 7 seconds or
+// days?). Throws UsageError naming `what` and the text.
 std::chrono::seconds parse_duration(std::string_view text, std::string_view what = "duration");
 
 // 1536 -> "1.5 KiB", 512 -> "512 B".
@@ -60,8 +62,13 @@ std::string format_bytes(std::uint64_t bytes);
 std::string format_ms(double ms);
 
 // Creates `dir` (0700) if absent and checks that a file can be created in it
-// and that it is private (owned by the user, not writable by others) unless
-// MOEJIT_CACHE_ALLOW_SHARED=1. Throws EnvironmentError naming the directory and the reason.
+// and that every folder of it the cache uses (the root, entries/, quarantine/,
+// each shard folder) is trusted (cache::layout_trust_problem: owned by the
+// user, not writable by others, no link below the root) unless
+// MOEJIT_CACHE_ALLOW_SHARED=1. Throws EnvironmentError naming the folder and the reason.
 void check_cache_dir_usable(const std::filesystem::path& dir);
+// The same without creating or writing anything (moejit-prewarm --check): the
+// directory must exist. Throws EnvironmentError.
+void check_cache_dir_readable(const std::filesystem::path& dir);
 
 }  // namespace moejit::tools

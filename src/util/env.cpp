@@ -85,6 +85,8 @@ std::optional<std::uint64_t> cache_max_bytes() {
 
 std::optional<std::string> gemm_tune() { return raw("MOEJIT_GEMM_TUNE"); }
 
+std::optional<std::string> nvrtc_library() { return raw("MOEJIT_NVRTC_LIBRARY"); }
+
 std::optional<std::filesystem::path> cache_pack() {
   if (auto v = raw("MOEJIT_CACHE_PACK")) return std::filesystem::path(*v);
   return std::nullopt;

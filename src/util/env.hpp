@@ -42,6 +42,10 @@ std::optional<std::filesystem::path> cache_pack();
 // src/ops/grouped_gemm_config.cpp); nullopt when unset.
 std::optional<std::string> gemm_tune();
 
+// MOEJIT_NVRTC_LIBRARY: the libnvrtc to open (a path, or a name the dynamic
+// loader searches) instead of libnvrtc.so.13, .so.12, .so; unset = those.
+std::optional<std::string> nvrtc_library();
+
 // Parses "123", "64K", "512M", "2G", "1T" (suffix case-insensitive, optional "B"/"iB").
 // nullopt on bad text or overflow.
 std::optional<std::uint64_t> parse_byte_size(const std::string& text);

@@ -37,9 +37,9 @@ TEST_CASE("parse_byte_size rejects garbage with a UsageError naming the text", "
   }
 }
 
-TEST_CASE("parse_duration understands s m h d w", "[tools]") {
+TEST_CASE("parse_duration understands s m h d w and refuses a bare number", "[tools]") {
   using std::chrono::seconds;
-  CHECK(parse_duration("90") == seconds(90));
+  CHECK_THROWS_WITH(parse_duration("90", "--older-than"), Catch::Contains("--older-than: '90' has no unit"));
   CHECK(parse_duration("90s") == seconds(90));
   CHECK(parse_duration("30m") == seconds(1800));
   CHECK(parse_duration("12h") == seconds(12 * 3600));

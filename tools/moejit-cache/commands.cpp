@@ -1,12 +1,14 @@
 // ls, show, stats, verify: views of a cache directory over src/cache/cache_admin.hpp.
 #include "commands.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "cache/cache_admin.hpp"
 #include "prewarm/tool_support.hpp"
+#include "util/env.hpp"
 
 namespace moejit::tools {
 namespace {
@@ -46,6 +48,10 @@ const cache::EntryInfo* info_of(const std::vector<cache::EntryInfo>& list, const
 
 }  // namespace
 
+cache::Ownership ownership_from_env() {
+  return util::env::cache_allow_shared() ? cache::Ownership::shared : cache::Ownership::private_only;
+}
+
 std::string format_unix_time(std::int64_t unix_seconds) {
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
@@ -56,7 +62,7 @@ std::string format_unix_time(std::int64_t unix_seconds) {
 }
 
 int cmd_ls(const std::filesystem::path& dir, bool json) {
-  const std::vector<cache::EntryInfo> list = cache::list_entries(dir);
+  const std::vector<cache::EntryInfo> list = cache::list_entries(dir, ownership_from_env());
   if (json) {
     Json arr = Json::array();
     for (const cache::EntryInfo& e : list) {
@@ -83,7 +89,7 @@ int cmd_ls(const std::filesystem::path& dir, bool json) {
   std::printf("%-32s  %9s  %-7s  %4s  %-9s  %-16s  %s\n", "ID", "SIZE", "TARGET", "REGS", "SPILL", "LAST USED", "KEY");
   for (const cache::EntryInfo& e : list) {
     bytes += e.file_bytes;
-    if (!e.header) {
+    if (!e.problem.empty() || !e.header) {
       std::printf("%-32s  %9s  BAD: %s\n", e.address.hex().c_str(), format_bytes(e.file_bytes).c_str(),
                   e.problem.c_str());
       continue;
@@ -100,10 +106,10 @@ int cmd_ls(const std::filesystem::path& dir, bool json) {
 int cmd_show(const std::filesystem::path& dir, const std::string& id) {
   // read_entry verifies the whole entry; InvalidArgument (no / several matches)
   // and Error (corrupt: exit code 1) reach main's one-line handler.
-  const cache::Entry entry = cache::read_entry(dir, id);
+  const cache::Entry entry = cache::read_entry(dir, id, ownership_from_env());
   const cache::EntryHeader& h = entry.header;
   const Hash128 address = h.payload.address();
-  const std::vector<cache::EntryInfo> list = cache::list_entries(dir);
+  const std::vector<cache::EntryInfo> list = cache::list_entries(dir, ownership_from_env());
   const cache::EntryInfo* info = info_of(list, address);
   const auto& r = h.resources;
   std::printf("id                 %s\n", address.hex().c_str());
@@ -158,7 +164,7 @@ int cmd_stats(const std::filesystem::path& dir, bool json) {
 }
 
 int print_verify_report(const cache::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
-                        bool json, const char* hint) {
+                        bool json, const char* hint, bool repair_mode) {
   if (json) {
     Json j;
     j[what_key] = what.string();
@@ -167,23 +173,33 @@ int print_verify_report(const cache::VerifyReport& r, const char* what_key, cons
     for (const cache::Problem& p : r.problems)
       j["problems"].push_back({{"path", p.path.string()}, {"kind", std::string(to_string(p.kind))}, {"message", p.message}});
     j["ok"] = r.clean();
+    j["repaired"] = std::count_if(r.problems.begin(), r.problems.end(), [](const cache::Problem& p) { return p.repaired; });
+    j["resolved"] = r.resolved();
+    for (std::size_t i = 0; i < r.problems.size(); ++i) j["problems"][i]["repaired"] = r.problems[i].repaired;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     for (const cache::Problem& p : r.problems)
       std::printf("%s: %s: %s\n", std::string(to_string(p.kind)).c_str(), p.path.c_str(), p.message.c_str());
-    std::printf("%s: %zu entries ok, %zu problems\n", what.c_str(), r.entries_ok, r.problems.size());
-    if (!r.clean() && hint != nullptr) std::printf("%s\n", hint);
+    const auto repaired =
+        std::count_if(r.problems.begin(), r.problems.end(), [](const cache::Problem& p) { return p.repaired; });
+    if (repaired > 0 || (repair_mode && !r.problems.empty()))
+      std::printf("%s: %zu entries ok, %zu problems: %zu repaired, %zu kept\n", what.c_str(), r.entries_ok,
+                  r.problems.size(), static_cast<std::size_t>(repaired), r.problems.size() - repaired);
+    else
+      std::printf("%s: %zu entries ok, %zu problems\n", what.c_str(), r.entries_ok, r.problems.size());
+    if (!r.resolved() && hint != nullptr) std::printf("%s\n", hint);
   }
-  return r.clean() ? 0 : static_cast<int>(ExitCode::failed);
+  return r.resolved() ? 0 : static_cast<int>(ExitCode::failed);
 }
 
 int cmd_verify(const std::filesystem::path& dir, bool json, bool repair) {
-  const cache::VerifyReport r =
-      cache::verify_all(dir, repair ? cache::VerifyAction::repair : cache::VerifyAction::report);
+  const cache::VerifyReport r = cache::verify_all(
+      dir, repair ? cache::VerifyAction::repair : cache::VerifyAction::report, ownership_from_env());
   return print_verify_report(r, "cache_dir", dir, json,
                              repair ? nullptr
                                     : "a corrupt entry is quarantined and recompiled on its next use; "
-                                      "moejit-cache verify --repair moves the problems aside now");
+                                      "moejit-cache verify --repair moves the problems aside now",
+                             repair);
 }
 
 }  // namespace moejit::tools

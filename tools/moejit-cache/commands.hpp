@@ -10,9 +10,13 @@
 
 namespace moejit::cache {
 struct VerifyReport;
+enum class Ownership : unsigned char;
 }
 
 namespace moejit::tools {
+
+// The runtime's trust rule for this process: shared with MOEJIT_CACHE_ALLOW_SHARED=1.
+cache::Ownership ownership_from_env();
 
 // "2026-11-29 14:03" (local time).
 std::string format_unix_time(std::int64_t unix_seconds);
@@ -20,18 +24,21 @@ std::string format_unix_time(std::int64_t unix_seconds);
 int cmd_ls(const std::filesystem::path& dir, bool json);
 int cmd_show(const std::filesystem::path& dir, const std::string& id);
 int cmd_stats(const std::filesystem::path& dir, bool json);
-// Exit 1 when any entry is corrupt or any foreign / leftover file is found; lists
-// each. `repair`: also quarantine them (temp debris: remove).
+// Exit 1 when any entry is corrupt or any foreign / leftover file or refused
+// folder is found; lists each once. `repair`: also quarantine them (temp
+// debris: remove) and exit 0 when every problem was repaired (a kept one says why).
 int cmd_verify(const std::filesystem::path& dir, bool json, bool repair);
 // Prints a verify report (JSON with `what_key`: `what`, or one line per problem
 // plus a summary and, when not clean, `hint`); returns the tool's exit code.
+// Exit 0 when every problem was repaired (`repair_mode`) or there was none.
 int print_verify_report(const cache::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
-                        bool json, const char* hint);
+                        bool json, const char* hint, bool repair_mode = false);
 // Removes entries unused for longer than `older_than` and least-recently-used
 // entries beyond `max_size` bytes; without either limit, MOEJIT_CACHE_MAX_BYTES;
 // with none of the three, UsageError.
+// Quarantined files count toward the size and go first; `dry_run`: only say what would go.
 int cmd_prune(const std::filesystem::path& dir, std::optional<std::uint64_t> max_size,
-              std::optional<std::chrono::seconds> older_than);
+              std::optional<std::chrono::seconds> older_than, bool dry_run);
 // Removes every entry, stamp, lock and quarantined file and resets the
 // statistics; never the directory itself nor files moejit did not create at its
 // top level. Without `yes`: asks on a terminal, else UsageError.

@@ -80,7 +80,7 @@ int cmd_explain(const std::filesystem::path& dir, const std::string& key_text) {
   const SpecKey key = parse_key(key_text);  // InvalidArgument: exit code 2
   validate(key);
   const KernelSource src = codegen::generate(key);  // InvalidArgument: the kernels cannot implement it
-  const std::vector<cache::EntryInfo> entries = cache::list_entries(dir);
+  const std::vector<cache::EntryInfo> entries = cache::list_entries(dir, ownership_from_env());
 
   std::optional<cache::AddressPayload> payload;
   std::string no_nvrtc;
@@ -99,7 +99,7 @@ int cmd_explain(const std::filesystem::path& dir, const std::string& key_text) {
                                      [&](const cache::EntryInfo& e) { return e.address == address; });
     if (present) {
       try {
-        const cache::Entry entry = cache::read_entry(dir, id);  // verifies everything a load checks
+        const cache::Entry entry = cache::read_entry(dir, id, ownership_from_env());  // verifies everything a load checks
         std::printf("hit: entry %s\n", id.c_str());
         if (entry.header.key_text != key.to_text())
           std::printf("  shared with the key that compiled it: %s\n", entry.header.key_text.c_str());

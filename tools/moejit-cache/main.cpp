@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "../cli_usage.hpp"
 #include "commands.hpp"
 #include "prewarm/tool_support.hpp"
 #include "util/env.hpp"
@@ -35,7 +36,7 @@ int run(int argc, char** argv) {
     s->add_option("--cache-dir", cache_dir, dir_help)->option_text("DIR");
     return s;
   };
-  bool json = false, yes = false, repair = false;
+  bool json = false, yes = false, repair = false, dry_run = false;
   std::string id, key, max_size, older_than, pack, export_out, export_arch;
   CLI::App* ls = sub("ls", "list entries: id, size, target, registers, spills, last use, key");
   ls->add_flag("--json", json, "one JSON array instead of the table");
@@ -50,8 +51,9 @@ int run(int argc, char** argv) {
   verify->add_option("--pack", pack, "verify an AOT pack file instead of the directory")->option_text("FILE");
   CLI::App* prune = sub("prune", "remove entries by age and/or total size, least recently used first (default limit: $MOEJIT_CACHE_MAX_BYTES)");
   prune->add_option("--max-size", max_size, "keep at most this many bytes (K/M/G/T suffixes)")->option_text("BYTES");
-  prune->add_option("--older-than", older_than, "remove entries unused for longer (90s, 30m, 12h, 7d, 2w)")
+  prune->add_option("--older-than", older_than, "remove entries unused for longer (90s, 30m, 12h, 7d, 2w; a unit is required)")
       ->option_text("DURATION");
+  prune->add_flag("--dry-run", dry_run, "say what would be removed, remove nothing");
   CLI::App* clear = sub("clear", "remove every entry, the quarantine and the statistics");
   clear->add_flag("-y,--yes", yes, "do not ask");
   CLI::App* explain = sub("explain", "would this key (canonical text, see moejit-prewarm --list-keys) hit the cache?");
@@ -66,7 +68,7 @@ int run(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    throw UsageError(e.what());
+    throw UsageError(usage_error_text(app, e));
   }
 
   const std::filesystem::path dir = cache_dir.empty() ? util::env::cache_dir() : std::filesystem::path(cache_dir);
@@ -92,8 +94,13 @@ int run(int argc, char** argv) {
     std::optional<std::uint64_t> size;
     std::optional<std::chrono::seconds> age;
     if (!max_size.empty()) size = parse_byte_size(max_size, "--max-size");
+    // Why refuse 0: MOEJIT_CACHE_MAX_BYTES=0 means "no cap"; here it would mean
+    // "delete everything", the opposite. Emptying the cache is `clear`.
+    if (size && *size == 0)
+      throw UsageError("--max-size 0 would remove every entry (0 means no cap in MOEJIT_CACHE_MAX_BYTES); use "
+                       "'moejit-cache clear --yes' to empty the cache");
     if (!older_than.empty()) age = parse_duration(older_than, "--older-than");
-    return cmd_prune(existing(), size, age);
+    return cmd_prune(existing(), size, age, dry_run);
   }
   if (clear->parsed()) return cmd_clear(existing(), yes);
   if (explain->parsed()) return pack.empty() ? cmd_explain(dir, key) : cmd_explain_pack(pack, key);

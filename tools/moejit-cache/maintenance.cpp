@@ -13,7 +13,7 @@
 namespace moejit::tools {
 
 int cmd_prune(const std::filesystem::path& dir, std::optional<std::uint64_t> max_size,
-              std::optional<std::chrono::seconds> older_than) {
+              std::optional<std::chrono::seconds> older_than, bool dry_run) {
   // Why the environment as a fallback: MOEJIT_CACHE_MAX_BYTES is the cache's
   // configured cap (docs/environment.md); a cron job can run a bare `prune`.
   if (!max_size && !older_than) max_size = util::env::cache_max_bytes();
@@ -22,12 +22,17 @@ int cmd_prune(const std::filesystem::path& dir, std::optional<std::uint64_t> max
   cache::PruneOptions o;
   o.max_bytes = max_size;
   o.older_than = older_than;
+  o.dry_run = dry_run;
   const cache::PruneReport r = cache::prune(dir, o);
-  std::printf("removed %zu entries (%s), kept %zu (%s)", r.removed_entries, format_bytes(r.removed_bytes).c_str(),
-              r.kept_entries, format_bytes(r.kept_bytes).c_str());
-  if (r.skipped_locked) std::printf(", skipped %zu being published", r.skipped_locked);
+  const char* verb = dry_run ? "would remove" : "removed";
+  std::printf("%s %zu entries (%s) and %zu quarantined files (%s), kept %zu entries (%s) and %zu quarantined files (%s)",
+              verb, r.removed_entries, format_bytes(r.removed_bytes).c_str(), r.removed_quarantined,
+              format_bytes(r.removed_quarantine_bytes).c_str(), r.kept_entries, format_bytes(r.kept_bytes).c_str(),
+              r.kept_quarantined, format_bytes(r.kept_quarantine_bytes).c_str());
+  if (r.skipped_locked) std::printf(", skipped %zu in use", r.skipped_locked);
   if (r.removed_temp) std::printf(", removed %zu leftover temp files", r.removed_temp);
-  std::printf(" in %s\n", dir.c_str());
+  if (r.removed_folders) std::printf(", removed %zu empty shard folders", r.removed_folders);
+  std::printf(" in %s%s\n", dir.c_str(), dry_run ? " (dry run: nothing removed)" : "");
   return 0;
 }
 
@@ -47,8 +52,15 @@ int cmd_clear(const std::filesystem::path& dir, bool yes) {
     }
   }
   const cache::ClearReport r = cache::clear(dir);
-  std::printf("deleted %zu files (%s) in %s; statistics reset\n", r.removed_files,
-              format_bytes(r.removed_bytes).c_str(), dir.c_str());
+  std::printf("deleted %zu files (%s) in %s: %zu entries (%s), %zu last-use stamps, %zu lock files, %zu temp files, "
+              "%zu quarantined files (%s), %zu foreign files (%s); statistics reset\n",
+              r.files(), format_bytes(r.bytes()).c_str(), dir.c_str(), r.entries, format_bytes(r.entry_bytes).c_str(),
+              r.stamps, r.locks, r.temp_files, r.quarantined, format_bytes(r.quarantine_bytes).c_str(), r.foreign,
+              format_bytes(r.foreign_bytes).c_str());
+  if (r.failed) {
+    std::fprintf(stderr, "moejit-cache: error: %zu files could not be removed\n", r.failed);
+    return static_cast<int>(ExitCode::failed);
+  }
   return 0;
 }
 

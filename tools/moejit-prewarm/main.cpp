@@ -3,9 +3,14 @@
 //   moejit-prewarm --model gpt-oss-120b --max-num-tokens 20000 -j2 --json report.json
 //
 // Exit codes (docs/exit-codes.md): 0 ok, 1 some kernels failed (or the seal
-// check found misses), 2 bad arguments / bad input file, 3 environment (NVRTC
-// missing, cache directory unusable). Errors are one line on stderr.
+// check found misses, or --check found kernels missing), 2 bad arguments / bad
+// input file, 3 environment (NVRTC missing, cache directory unusable), 4 the
+// kernels were built but some could not be written to the cache directory.
+// Errors are one line on stderr.
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -15,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "../cli_usage.hpp"
 #include "arch.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
@@ -41,8 +47,26 @@ struct Args {
   std::filesystem::path cache_dir;
   long long max_num_tokens = 8192;
   int tp = 1, ep = 1, jobs = 0;
-  bool list_keys = false, seal_check = false, load = false;
+  bool list_keys = false, seal_check = false, load = false, check = false;
 };
+
+// Why before any work: a prewarm takes minutes; an output it cannot write must
+// fail at once (exit 2), and --pack never creates folders.
+void check_output_path(const char* flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty() || path == "-") return;
+  const fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) throw UsageError(std::string(flag) + ": '" + path + "' is a directory");
+  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::exists(parent, ec))
+    throw UsageError(std::string(flag) + ": folder '" + parent.string() + "' of '" + path + "' does not exist");
+  if (!fs::is_directory(parent, ec))
+    throw UsageError(std::string(flag) + ": '" + parent.string() + "' of '" + path + "' is not a directory");
+  if (fs::exists(p, ec) ? ::access(p.c_str(), W_OK) != 0 && std::strcmp(flag, "--pack") != 0
+                        : ::access(parent.c_str(), W_OK) != 0)
+    throw UsageError(std::string(flag) + ": cannot write '" + path + "': " + std::strerror(errno));
+}
 
 void write_file(const std::string& path, const std::string& text) {
   if (path == "-") {
@@ -70,7 +94,13 @@ PlanRequest to_request(const Args& a) {
   if (!a.model.empty()) r.model = a.model;
   r.tp = a.tp;
   r.ep = a.ep;
-  if (!a.quant.empty()) r.quant = parse_quant_mode(a.quant);
+  if (!a.quant.empty()) {
+    try {
+      r.quant = parse_quant_mode(a.quant);
+    } catch (const InvalidArgument& e) {
+      throw UsageError(std::string("--quant: ") + e.what());
+    }
+  }
   for (const std::string& w : a.weight_scales) {
     try {
       r.weight_scales.push_back(parse_weight_scale(w));
@@ -91,6 +121,29 @@ PlanRequest to_request(const Args& a) {
                            "pass --arch sm_90a to prewarm for a Hopper GPU from this machine");
   }
   return r;
+}
+
+// enumerate_keys, with a --weight-scale that no quant mode of the plan uses
+// named as the user typed it (the library names PrewarmPlan.weight_scales).
+std::vector<SpecKey> enumerate_plan_keys(const PrewarmPlan& plan, const std::vector<std::string>& typed) {
+  try {
+    return enumerate_keys(plan);
+  } catch (const InvalidArgument&) {
+    for (std::size_t i = 0; i < plan.weight_scales.size() && i < typed.size(); ++i) {
+      PrewarmPlan one = plan;
+      one.weight_scales = {plan.weight_scales[i]};
+      try {
+        (void)enumerate_keys(one);
+      } catch (const InvalidArgument&) {
+        std::string modes;
+        for (QuantMode q : plan.quant_modes) modes += (modes.empty() ? "" : ", ") + std::string(to_string(q));
+        throw UsageError("--weight-scale " + typed[i] + ": no quant mode of this plan (" + modes +
+                         ") has this weight-scale layout (fp8_per_token has per_expert and per_channel; choose "
+                         "it with --quant fp8_per_token)");
+      }
+    }
+    throw;
+  }
 }
 
 // Re-requests every key that prewarm produced from the sealed runtime: each
@@ -165,22 +218,30 @@ int run(int argc, char** argv) {
   app.add_option("-j,--jobs", a.jobs, "compile threads (0: one per core)")->option_text("N [0]");
   app.add_option("--json", a.json_path, "write the report as JSON to PATH ('-': stdout)")->option_text("PATH");
   app.add_flag("--list-keys", a.list_keys, "print every specialization key (canonical text) and exit");
-  app.add_flag("--seal-check", a.seal_check, "after prewarm, seal and re-request every key: zero misses or exit 1");
-  app.add_flag("--load", a.load, "also load every kernel on GPU 0 (needs a GPU)");
-  app.add_option("--pack", a.pack, "also write the plan's kernels as one immutable AOT pack file (MOEJIT_CACHE_PACK)")
+  auto* seal = app.add_flag("--seal-check", a.seal_check, "after prewarm, seal and re-request every key: zero misses or exit 1");
+  auto* load = app.add_flag("--load", a.load, "also load every kernel on GPU 0 (needs a GPU)");
+  auto* pack = app.add_option("--pack", a.pack, "also write the plan's kernels as one immutable AOT pack file (MOEJIT_CACHE_PACK)")
       ->option_text("OUT");
+  app.add_flag("--check", a.check,
+               "check, without compiling or writing anything, that the cache directory (and MOEJIT_CACHE_PACK) "
+               "holds every kernel of the plan: exit 0 complete, 1 not (for read-only caches)")
+      ->excludes(load)
+      ->excludes(seal)
+      ->excludes(pack);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    throw UsageError(e.what());
+    throw UsageError(usage_error_text(app, e));
   }
   if (a.jobs < 0) throw UsageError("-j must be >= 0 (got " + std::to_string(a.jobs) + ")");
+  check_output_path("--json", a.json_path);
+  check_output_path("--pack", a.pack);
 
   const PlanRequest request = to_request(a);
   const PrewarmPlan plan = load_plan(request);
-  const std::vector<SpecKey> keys = enumerate_keys(plan);
+  const std::vector<SpecKey> keys = enumerate_plan_keys(plan, a.weight_scales);
   if (a.list_keys) {
     std::string out;
     for (const SpecKey& k : keys) out += k.to_text() + "\n";
@@ -189,16 +250,24 @@ int run(int argc, char** argv) {
   }
   if (a.load && !have_gpu()) throw EnvironmentError("--load needs a GPU, and none is usable on this machine");
 
-  // Why check before constructing the Runtime: it would degrade to memory-only
-  // with a warning, and a prewarm that persists nothing is useless.
   RuntimeOptions ropts;
   ropts.cache_dir = a.cache_dir.empty() ? util::env::cache_dir() : a.cache_dir;
-  check_cache_dir_usable(ropts.cache_dir);
+  if (a.check) {
+    // Why no write probe: --check is for caches that must not change (baked
+    // into an image, a read-only export); only their trust is checked.
+    check_cache_dir_readable(ropts.cache_dir);
+    ropts.read_only_cache = true;
+  } else {
+    // Why check before constructing the Runtime: it would degrade to memory-only
+    // with a warning, and a prewarm that persists nothing is useless.
+    check_cache_dir_usable(ropts.cache_dir);
+  }
   Runtime runtime(ropts);
 
   PrewarmOptions popts;
   popts.jobs = a.jobs;
   popts.load_on_gpu = a.load;
+  popts.check_only = a.check;
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   ProgressBar bar(stderr);
   if (tty) popts.on_progress = [&bar](std::size_t done, std::size_t total) { bar.update(done, total); };
@@ -212,6 +281,7 @@ int run(int argc, char** argv) {
   ctx.ep = a.ep;
   ctx.jobs = a.jobs > 0 ? a.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ctx.cache_dir = runtime.cache_dir();
+  ctx.check_only = a.check;
   if (a.seal_check) ctx.seal_check = seal_check(runtime, keys, report);
 
   // With --json -, stdout carries the JSON only and the table goes to stderr.
@@ -226,8 +296,9 @@ int run(int argc, char** argv) {
 
   for (const PrewarmFailure& f : report.failures) {
     if (f.kind == PrewarmFailureKind::driver) {
-      std::fprintf(stderr, "%s: error: %s (%zu of %zu kernels not built)\n", kTool,
-                   f.message.substr(0, f.message.find('\n')).c_str(), report.failed, report.distinct_kernels);
+      // Once, however many kernels it stopped (the summary lists none of them).
+      std::fprintf(stderr, "%s: error: %s (%zu of %zu kernels not built)\n", kTool, one_line(f.message).c_str(),
+                   report.failed, report.distinct_kernels);
       return static_cast<int>(ExitCode::environment);
     }
   }
@@ -240,6 +311,18 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "%s: error: seal check: %zu of %zu keys missed after seal()\n", kTool,
                  ctx.seal_check->misses, ctx.seal_check->keys);
     return static_cast<int>(ExitCode::failed);
+  }
+  if (a.check && report.missing > 0) {
+    std::fprintf(stderr, "%s: error: --check: %zu of %zu kernels are not in %s\n", kTool, report.missing,
+                 report.distinct_kernels, runtime.cache_dir().c_str());
+    return static_cast<int>(ExitCode::failed);
+  }
+  if (report.memory_only > 0) {
+    std::fprintf(stderr,
+                 "%s: error: cache incomplete: %zu of %zu kernels could not be written to %s and live only in "
+                 "this process's memory (see the warning above: disk full, quota, read-only file system?)\n",
+                 kTool, report.memory_only, report.distinct_kernels, runtime.cache_dir().c_str());
+    return static_cast<int>(ExitCode::incomplete);
   }
   return 0;
 }

@@ -23,6 +23,9 @@ PrewarmPlan load_plan(const PlanRequest& request) {
   } else {
     spec = embedded_model(*request.model);
   }
+  if (!request.quant && !spec.checkpoint_quant && !spec.checkpoint_quant_method.empty())
+    throw UsageError(describe(request) + ": its checkpoint quantization '" + spec.checkpoint_quant_method +
+                     "' is not supported; choose a quant mode with --quant (bf16, w4a16_mxfp4, mxfp8, fp8_per_token)");
   PlanOptions opts;
   opts.quant = request.quant;
   opts.max_num_tokens = request.max_num_tokens;

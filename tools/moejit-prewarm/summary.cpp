@@ -1,6 +1,7 @@
 #include "summary.hpp"
 
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "prewarm/tool_support.hpp"
 
@@ -39,10 +40,17 @@ void print_summary(std::FILE* out, const PrewarmReport& r, const RunContext& ctx
   row(out, "buckets", std::to_string(r.buckets));
   row(out, "keys", std::to_string(r.keys));
   row(out, "distinct kernels", std::to_string(r.distinct_kernels));
-  row(out, "compiled", std::to_string(r.compiled) + (r.compiled ? " (" + format_ms(r.compile_ms_total) + " NVRTC time)" : ""));
+  if (!ctx.check_only)
+    row(out, "compiled",
+        std::to_string(r.compiled) +
+            (r.compiled ? " (" + format_ms(r.compile_ms_total) + " summed NVRTC wall time)" : ""));
   row(out, "disk hits", std::to_string(r.disk_hits));
   if (r.memory_hits) row(out, "memory hits", std::to_string(r.memory_hits));
+  if (ctx.check_only) row(out, "missing", std::to_string(r.missing) + (r.missing ? " (cache incomplete)" : ""));
   row(out, "failed", std::to_string(r.failed));
+  row(out, "persisted", std::to_string(r.persisted) + " (on disk or in the pack)");
+  if (r.memory_only)
+    row(out, "memory only", std::to_string(r.memory_only) + " (could not be written: the cache is incomplete)");
   if (r.loaded || r.load_failed)
     row(out, "loaded on GPU", std::to_string(r.loaded) + " keys, " + std::to_string(r.load_failed) + " failed");
   if (ctx.seal_check)
@@ -51,14 +59,23 @@ void print_summary(std::FILE* out, const PrewarmReport& r, const RunContext& ctx
   row(out, "wall time", format_ms(r.wall_ms) + " (-j" + std::to_string(ctx.jobs) + ")");
   row(out, "cache dir", ctx.cache_dir.string());
   if (!r.failures.empty()) {
+    // A driver failure (NVRTC or libcuda missing) has one cause for every key:
+    // it is counted here and said once, by the tool's error line.
+    std::vector<const PrewarmFailure*> listed;
+    std::size_t driver = 0;
+    for (const PrewarmFailure& f : r.failures) {
+      if (f.kind == PrewarmFailureKind::driver) ++driver;
+      else listed.push_back(&f);
+    }
     std::fprintf(out, "failures (%zu):\n", r.failures.size());
-    for (std::size_t i = 0; i < r.failures.size() && i < max_failures; ++i) {
-      const PrewarmFailure& f = r.failures[i];
+    if (driver) std::fprintf(out, "  [driver] %zu keys not built (the cause: the error line below)\n", driver);
+    for (std::size_t i = 0; i < listed.size() && i < max_failures; ++i) {
+      const PrewarmFailure& f = *listed[i];
       std::fprintf(out, "  [%s] %s\n      %s\n", std::string(to_string(f.kind)).c_str(), f.key_text.c_str(),
                    one_line(f.message).c_str());
     }
-    if (r.failures.size() > max_failures)
-      std::fprintf(out, "  ... %zu more (full messages: --json PATH)\n", r.failures.size() - max_failures);
+    if (listed.size() > max_failures)
+      std::fprintf(out, "  ... %zu more (full messages: --json PATH)\n", listed.size() - max_failures);
   }
   std::fflush(out);
 }
@@ -78,6 +95,7 @@ std::string summary_json(const PrewarmReport& r, const RunContext& ctx) {
                {"max_num_tokens", plan.max_num_tokens}, {"bucket_exponent", plan.bucket_exponent}};
   j["cache_dir"] = ctx.cache_dir.string();
   j["jobs"] = ctx.jobs;
+  j["check_only"] = ctx.check_only;
   if (ctx.seal_check) j["seal_check"] = {{"keys", ctx.seal_check->keys}, {"misses", ctx.seal_check->misses}};
   return j.dump(2) + "\n";
 }

@@ -20,6 +20,7 @@ struct RunContext {
   int tp = 1, ep = 1, jobs = 0;
   std::filesystem::path cache_dir;
   std::optional<SealCheckResult> seal_check;
+  bool check_only = false;  // --check: nothing compiled, `missing` counted
 };
 
 // Prints the table (always) to `out`; failures (key + tools::one_line of the

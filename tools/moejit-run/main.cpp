@@ -14,7 +14,8 @@
 //               serving engine sees when it enqueues ahead or replays a graph.
 // The bandwidth, TFLOP/s and floor columns use time_us.
 //
-// Exit codes: 0 ok, 1 a check failed, 2 bad arguments, 3 no GPU / driver error.
+// Exit codes (docs/exit-codes.md): 0 ok, 1 a check failed, 2 bad arguments,
+// 3 no GPU / driver error. Errors are one line on stderr, "moejit-run: error: ...".
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include "moejit/moe_layer.hpp"
 #include "moejit/runtime.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "../cli_usage.hpp"
 #include "stream_hold.hpp"
 
 using namespace moejit;
@@ -53,7 +55,8 @@ double median(std::vector<float> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"moejit-run: time and check one MoE layer on the GPU"};
+  CLI::App app{"moejit-run: time and check one MoE layer on the GPU (moejit " MOEJIT_VERSION ")", "moejit-run"};
+  app.set_version_flag("--version", MOEJIT_VERSION);
   std::string model = "gpt-oss-120b", quant_text, cache_dir;
   std::vector<std::uint32_t> tokens{1, 8, 64, 512, 4096};
   int iters = 50, sample = 8;
@@ -68,14 +71,36 @@ int main(int argc, char** argv) {
   app.add_option("--bf16-tflops", bf16_tflops, "measured bf16 tensor rate for the floor (TFLOP/s)");
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    std::fprintf(stderr, "moejit-run: error: %s\n", moejit::tools::usage_error_text(app, e).c_str());
+    return 2;
   }
+  auto usage = [](const std::string& what) {
+    std::fprintf(stderr, "moejit-run: error: %s\n", what.c_str());
+    return 2;
+  };
+  // Named as typed: the library would report max_num_tokens.
+  for (std::uint32_t t : tokens)
+    if (t < 1 || t > kMaxBucketedTokens)
+      return usage("--tokens: each token count must be in [1, " + std::to_string(kMaxBucketedTokens) + "] (got " +
+                   std::to_string(t) + ")");
   try {
     const ModelSpec spec = embedded_model(model);
     PlanOptions po;
-    if (!quant_text.empty()) po.quant = parse_quant_mode(quant_text);
-    else if (!spec.checkpoint_quant) po.quant = QuantMode::bf16;
+    if (!quant_text.empty()) {
+      try {
+        po.quant = parse_quant_mode(quant_text);
+      } catch (const InvalidArgument& e) {
+        return usage(std::string("--quant: ") + e.what());
+      }
+    } else if (!spec.checkpoint_quant) {
+      if (!spec.checkpoint_quant_method.empty())
+        return usage("--model " + model + ": its checkpoint quantization '" + spec.checkpoint_quant_method +
+                     "' is not supported; choose a quant mode with --quant (bf16, w4a16_mxfp4)");
+      po.quant = QuantMode::bf16;
+    }
     po.max_num_tokens = *std::max_element(tokens.begin(), tokens.end());
     const PrewarmPlan plan = make_plan(spec, po);
     const MoeLayerShape shape = plan.layers.at(0);
@@ -207,10 +232,12 @@ int main(int argc, char** argv) {
                 (unsigned long long)st.disk_hits, (unsigned long long)st.memory_hits);
     return ok ? 0 : 1;
   } catch (const InvalidArgument& e) {
-    std::fprintf(stderr, "moejit-run: error: %s\n", e.what());
-    return 2;
+    return usage(e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "moejit-run: error: %s\n", e.what());
+    std::string msg = e.what();
+    for (char& c : msg)
+      if (c == '\n') c = ' ';
+    std::fprintf(stderr, "moejit-run: error: %s\n", msg.c_str());
     return 3;
   }
 }
