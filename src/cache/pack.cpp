@@ -103,10 +103,10 @@ Pack::Lookup Pack::load(const Hash128& address, const AddressPayload* expected) 
 
 void write_pack(const fs::path& out, const PackManifest& manifest, const std::vector<Entry>& entries) {
   const std::string bytes = encode_pack(manifest, entries);
-  if (out.has_parent_path()) {
-    std::error_code ec;
-    fs::create_directories(out.parent_path(), ec);
-  }
+  // Why no create_directories: a typo in the output path must not silently make folders.
+  std::error_code ec;
+  if (out.has_parent_path() && !fs::is_directory(out.parent_path(), ec))
+    throw InvalidArgument("pack output folder '" + out.parent_path().string() + "' does not exist");
   AtomicFile f(out, Durability::fsync);
   f.write(bytes);
   // Why 0444 before the rename: the pack is immutable; a reader never sees it writable.

@@ -50,7 +50,8 @@ class Pack {
 };
 
 // Writes `entries` as a pack at `out` (AtomicFile + fsync, then mode 0444).
-// Throws InvalidArgument (entries of mixed versions/targets), Error (I/O).
+// Throws InvalidArgument (entries of mixed versions/targets, an output folder
+// that does not exist: none is created), Error (I/O).
 void write_pack(const std::filesystem::path& out, const PackManifest& manifest, const std::vector<Entry>& entries);
 
 // Every verified entry of a cache directory (corrupt ones are skipped and

@@ -196,3 +196,14 @@ TEST_CASE("pack: corrupt packs are refused or their bad entries skipped, never l
   CHECK(rt.stats().compiles == 1);
   CHECK(log.count_containing("is bad") == 1);
 }
+
+TEST_CASE("pack: write_pack never creates the output folder (a typo fails instead of making folders)",
+          "[cache][pack][nvrtc]") {
+  REQUIRE_NVRTC();
+  TempDir dir;
+  TinyKernels tk;
+  const fs::path out = dir.path() / "no-such-folder" / "p.pack";
+  CHECK_THROWS_AS(build_pack(out, tk, {95}), InvalidArgument);
+  CHECK(!fs::exists(out.parent_path()));
+  CHECK_NOTHROW(build_pack(dir.path() / "p.pack", tk, {95}));
+}

@@ -118,6 +118,29 @@ TEST_CASE("moejit-prewarm --check: a complete cache exits 0, an incomplete one 1
   CHECK(!fs::exists(dir.path() / "none"));
 }
 
+TEST_CASE("moejit-prewarm: a shard folder or quarantine/ writable by others is refused like the root (exit 3)",
+          "[tools][cli][trust]") {
+  for (const char* folder : {"entries/ab", "quarantine", "entries"}) {
+    TempDir dir("cli-trust");
+    const fs::path cache = dir.path() / "c";
+    fs::create_directories(cache / "entries" / "ab");
+    fs::create_directories(cache / "quarantine");
+    for (const char* p : {"", "entries", "entries/ab", "quarantine"}) ::chmod((cache / p).c_str(), 0700);
+    ::chmod((cache / folder).c_str(), 0777);
+    const ToolResult r = run_tool("moejit-prewarm", with(kSmall, {"--cache-dir", cache.string()}));
+    INFO(folder << ": " << r.err);
+    CHECK(r.exit_code == 3);
+    REQUIRE(r.err_lines().size() == 1);
+    CHECK_THAT(r.err, Catch::Contains((cache / folder).string() + ": it is writable by other users (mode 0777)") &&
+                          Catch::Contains("MOEJIT_CACHE_ALLOW_SHARED"));
+    // moejit-cache verify says the same (exit 1), and --check refuses it as well.
+    const ToolResult v = run_tool("moejit-cache", {"verify", "--cache-dir", cache.string()});
+    CHECK(v.exit_code == 1);
+    CHECK_THAT(v.out, Catch::Contains("untrusted: " + (cache / folder).string()));
+    CHECK(run_tool("moejit-prewarm", with(kSmall, {"--check", "--cache-dir", cache.string()})).exit_code == 3);
+  }
+}
+
 TEST_CASE("moejit-prewarm: a libnvrtc that cannot be loaded is said once, with where it looked and the fix",
           "[tools][cli]") {
   TempDir dir("cli-no-nvrtc");

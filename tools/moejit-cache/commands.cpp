@@ -154,7 +154,7 @@ int cmd_stats(const std::filesystem::path& dir, bool json) {
   std::printf("entries            %zu (%s)\n", s.entries, format_bytes(s.entry_bytes).c_str());
   std::printf("quarantined        %zu files (%s) now, %llu moved aside in total\n", s.quarantined_files,
               format_bytes(s.quarantine_bytes).c_str(), static_cast<unsigned long long>(p.quarantined));
-  std::printf("recorded           %llu disk hits, %llu disk misses, %llu compiles (%s), %llu compile failures\n",
+  std::printf("recorded           %llu disk hits, %llu disk misses, %llu compiles (%s summed NVRTC wall time), %llu compile failures\n",
               static_cast<unsigned long long>(p.disk_hits), static_cast<unsigned long long>(p.disk_misses),
               static_cast<unsigned long long>(p.compiles), format_ms(p.compile_ms_total).c_str(),
               static_cast<unsigned long long>(p.compile_failures));
