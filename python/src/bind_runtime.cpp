@@ -65,7 +65,9 @@ void bind_runtime(nb::module_& m) {
 
   nb::class_<PrewarmReport>(m, "PrewarmReport",
                             "What prewarm did, per distinct kernel: compiled + disk_hits + memory_hits + failed\n"
-                            "== distinct_kernels; keys counts specialization keys.")
+                            "+ missing == distinct_kernels; persisted + memory_only == compiled + disk_hits +\n"
+                            "memory_hits (memory_only: could not be written to the cache); keys counts\n"
+                            "specialization keys; compile_ms_total sums the compiles' wall times.")
       .def_ro("model_name", &PrewarmReport::model_name)
       .def_ro("max_num_tokens", &PrewarmReport::max_num_tokens)
       .def_ro("target", &PrewarmReport::target)
@@ -76,6 +78,9 @@ void bind_runtime(nb::module_& m) {
       .def_ro("disk_hits", &PrewarmReport::disk_hits)
       .def_ro("memory_hits", &PrewarmReport::memory_hits)
       .def_ro("failed", &PrewarmReport::failed)
+      .def_ro("missing", &PrewarmReport::missing)
+      .def_ro("persisted", &PrewarmReport::persisted)
+      .def_ro("memory_only", &PrewarmReport::memory_only)
       .def_ro("loaded", &PrewarmReport::loaded)
       .def_ro("load_failed", &PrewarmReport::load_failed)
       .def_ro("failures", &PrewarmReport::failures)
