@@ -187,12 +187,12 @@ def write_report(results: dict, out_dir: Path, md_path: Optional[Path] = None) -
           "run again at once, for the steps that compiled or loaded a kernel. Stall share at L=36: the measured "
           "stall over the stall plus the steady time scaled to 36 layers. Padding: rows computed beyond T.", ""]
     if single:
-        md.append(stats.markdown(single, "gpt-oss-120b MoE layer stack, one H200"))
+        md.append(stats.markdown(single, f"gpt-oss-120b MoE layer stack, one GPU ({results.get('gpu', '?')})"))
     if multi:
         md.append(stats.markdown(multi, f"Tensor parallel 2 ({results.get('tp_mode', '2 GPUs')})"))
     for res in results["processes"]:
         chk = res.get("tp_check")
-        if chk and chk.get("rows"):
+        if chk and chk.get("rows") and res.get("rank", 0) == 0:
             md.append("TP layer against the single-GPU layer (rank 0, relative error): " + ", ".join(
                 f"T={r['T']}: {r['rel_err']:.2e}{'' if r['ok'] else ' FAILED'}" for r in chk["rows"]) + "\n")
     pw = results.get("prewarm_ranks")

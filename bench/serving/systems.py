@@ -59,9 +59,16 @@ class Inputs:
         self.max_rows = max_rows
 
 
-def _all_reduce(y: torch.Tensor, group) -> None:
+def all_reduce(y: torch.Tensor, group) -> None:
+    """Sum over the group in place. NCCL: on the GPU, in y's dtype. Other backends (gloo, for
+    ranks sharing one GPU, which NCCL refuses): through a float32 host copy."""
     import torch.distributed as dist
-    dist.all_reduce(y, group=group)
+    if dist.get_backend(group) == "nccl":
+        dist.all_reduce(y, group=group)
+        return
+    t = y.float().cpu()
+    dist.all_reduce(t, group=group)
+    y.copy_(t)
 
 
 class System:
@@ -92,7 +99,7 @@ class System:
         for _ in range(self.layers):
             y = self.layer(x, logits)
             if self.tp > 1:
-                _all_reduce(y, self.group)
+                all_reduce(y, self.group)
         return n
 
     def setup(self, max_num_tokens: int, inputs: Inputs) -> dict:
@@ -196,7 +203,7 @@ class TritonBucketed(TritonOgs):
         for b in buckets(max_num_tokens):
             y = self.layer(inputs.x[:b], inputs.logits[:b])
             if self.tp > 1:
-                _all_reduce(y, self.group)
+                all_reduce(y, self.group)
         torch.cuda.synchronize(self.device)
         n = len(buckets(max_num_tokens))
         return {"what": f"one layer call at each of the {n} buckets <= {max_num_tokens}",
@@ -245,6 +252,8 @@ class Moejit(System):
         import moejit
         self.cache_dir = cache_dir
         kwargs = {"pack": self.pack} if self.pack else {}
+        if getattr(self, "moe", None) is not None:
+            self.moe.release()
         self.rt = moejit.Runtime(cache_dir=os.fspath(cache_dir) if cache_dir else None, **kwargs)
         self.moe = self._mt.MoeLayer(self.shape, "w4a16_mxfp4", max_num_tokens=self.max_num_tokens,
                                      device=self.device, runtime=self.rt, model_name=MODEL)
@@ -287,7 +296,6 @@ class Moejit(System):
 def check_tp(system: Moejit, inputs: Inputs, tokens=(1, 7, 64, 1000, 4096)) -> dict:
     """The TP layer (shards + all-reduce) against the single-GPU layer on the full weights
     (rank 0 holds those): relative error over each T, NaN-poisoned outputs."""
-    import torch.distributed as dist
     mt = system._mt
     ref_layer = None
     if system.rank == 0:
@@ -304,7 +312,7 @@ def check_tp(system: Moejit, inputs: Inputs, tokens=(1, 7, 64, 1000, 4096)) -> d
         part = torch.full((T, system.shape.hidden), float("nan"), dtype=torch.bfloat16, device=system.device)
         system.moe.run(x, ti, tw, out=part)
         summed = part.float()
-        dist.all_reduce(summed, group=system.group)
+        all_reduce(summed, system.group)
         if system.rank == 0:
             ref = torch.full((T, system.shape.hidden), float("nan"), dtype=torch.bfloat16, device=system.device)
             ref_layer.run(x, ti, tw, out=ref)

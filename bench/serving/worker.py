@@ -118,7 +118,7 @@ def main(argv=None) -> int:
                 flag = [c1 - c0, l1 - l0]
                 if world > 1:  # a compile on any rank stalls every rank (the all-reduce waits)
                     import torch.distributed as dist
-                    f = torch.tensor(flag, device=device, dtype=torch.int64)
+                    f = torch.tensor(flag, dtype=torch.int64, device=device if a.backend == "nccl" else "cpu")
                     dist.all_reduce(f, op=dist.ReduceOp.MAX, group=group)
                     any_flag = f.tolist()
                 else:
