@@ -131,33 +131,45 @@ def launch(log: Log, name: str, system: str, traces_path: Path, cells: List[str]
                         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
             if a.ranks_on_one_gpu:
                 cmd += ["--device-index", "0", "--backend", "gloo"]
-        procs.append((rank, out, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                                  text=True, cwd=str(HERE))))
+        plog = work / f"process-r{rank}.log"
+        with open(plog, "w") as lf:
+            procs.append((rank, out, plog, subprocess.Popen(cmd, env=env, stdout=lf, stderr=subprocess.STDOUT,
+                                                            text=True, cwd=str(HERE))))
     limit = min(a.process_timeout_s, remaining)
     log(f"start {name}: {system}, cells {cells or 'all'}, tp {tp}, limit {limit:.0f} s")
     t0 = time.monotonic()
+    timed_out = False
+    # Wait for all; when a rank fails or the limit passes, stop the others (a rank alone
+    # would wait in its next collective).
+    while any(p.poll() is None for _, _, _, p in procs):
+        failed = any(p.poll() not in (None, 0) for _, _, _, p in procs)
+        if failed or time.monotonic() - t0 > limit:
+            timed_out = not failed
+            for _, _, _, p in procs:
+                if p.poll() is None:
+                    p.kill()
+            for _, _, _, p in procs:
+                p.wait()
+            break
+        time.sleep(0.2)
     results = []
-    for rank, out, p in procs:
-        try:
-            text, _ = p.communicate(timeout=max(1.0, limit - (time.monotonic() - t0)))
-            rc = p.returncode
-        except subprocess.TimeoutExpired:
-            for _, _, q in procs:
-                if q.poll() is None:
-                    q.kill()
-            text, _ = p.communicate()
-            rc = "timeout"
-        for line in (text or "").splitlines():
+    for rank, out, plog, p in procs:
+        rc = "timeout" if timed_out and p.returncode not in (0,) else p.returncode
+        for line in plog.read_text(errors="replace").splitlines():
+            print(f"  {name} r{rank}| {line}", flush=True)
             log.f.write(f"  {name} r{rank}| {line}\n")
         log.f.flush()
-        res = json.loads(out.read_text()) if out.exists() else {"system": system, "tp": tp, "rank": rank,
-                                                                "layers": a.layers}
+        res = {"system": system, "tp": tp, "rank": rank, "layers": a.layers}
+        try:
+            res = json.loads(out.read_text()) if out.exists() else res
+        except ValueError as e:  # a rank killed while writing
+            res["error"] = f"unreadable result {out.name}: {e}"
         res["cell"] = ", ".join(cells) or "all"
         res["process_name"] = name
         if rc != 0 and not res.get("error"):
             res["error"] = f"process exit {rc}" + (" (partial: the cells done are kept)" if res.get("cells") else "")
         results.append(res)
-    log(f"end {name}: {time.monotonic() - t0:.1f} s, rc {[p.returncode for _, _, p in procs]}")
+    log(f"end {name}: {time.monotonic() - t0:.1f} s, rc {[p.returncode for _, _, _, p in procs]}")
     return results
 
 
