@@ -207,6 +207,12 @@ def write_report(results: dict, out_dir: Path, md_path: Optional[Path] = None) -
         if chk and chk.get("rows") and res.get("rank", 0) == 0:
             md.append("TP layer against the single-GPU layer (rank 0, relative error): " + ", ".join(
                 f"T={r['T']}: {r['rel_err']:.2e}{'' if r['ok'] else ' FAILED'}" for r in chk["rows"]) + "\n")
+    sealed = [res for res in results["processes"] if res.get("system") in ("moejit_sealed", "moejit_pack")
+              and isinstance(res.get("info"), dict) and "misses_after_seal" in res["info"]]
+    if sealed:
+        md.append("moejit after seal, kernels requested that prewarm had not produced (misses after seal): " + ", ".join(
+            f"{res['system']}{' r' + str(res['rank']) if res.get('tp', 1) > 1 else ''}: "
+            f"{res['info']['misses_after_seal']}" for res in sealed) + "\n")
     pw = results.get("prewarm_ranks")
     if pw:
         s, t = pw["solo"], pw["together"]
