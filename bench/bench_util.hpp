@@ -1,5 +1,5 @@
 #pragma once
-// Shared helpers of the GPU benchmarks (moejit_bench, bench_launch, trace_replay):
+// Shared code of the GPU benchmarks (moejit_bench, bench_launch, trace_replay):
 // CUDA-event timing with a median, random device data drawn fast from a small
 // host pool (the timing of the kernels does not depend on which random values
 // they see, only on their format), model shapes, and routing generators.
@@ -266,7 +266,7 @@ inline std::unique_ptr<BenchWeights> make_bench_weights(const MoeLayerShape& s, 
 // ------------------------------------------------------------------ shapes --
 
 // The MoE layer shape of an embedded model config for a quant mode (make_plan),
-// or the built-in shape of REFERENCE.md section 4 when the config is absent.
+// or the published shape built in here when the config is absent.
 inline MoeLayerShape model_shape(const std::string& name, QuantMode q) {
   try {
     PlanOptions po;

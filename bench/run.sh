@@ -4,11 +4,12 @@
 # Needs the binaries built on the dev machine and carried (static, no rebuild):
 #   build/bench/moejit_bench, build/bench/bench_launch
 # and python3 with torch (+ matplotlib for the chart) on the GPU machine.
+# To publish a run: cp $OUT/{moejit,peers,launch}.jsonl docs/results-data/ && python3 bench/report.py
 # Writes at most 7 files to $OUT (default ./bench-out):
 #   moejit.jsonl   moejit_bench rows (one JSON object per line)
 #   peers.jsonl    bench/peers.py rows (torch peers + measured ceilings)
 #   launch.jsonl   bench_launch rows;  launch.txt its Markdown table
-#   <date>-h200.md report (bench/report.py), <date>-h200.png chart
+#   results.md     the results page made from them (bench/report.py), results.png its chart
 #   log.txt        everything printed, with timings of each stage
 # Every stage has a time limit (a stage that runs out leaves its partial JSON
 # lines, and the later stages still run), so the whole run stays below 10 min:
@@ -19,7 +20,6 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/bench-out}
 BIN=${BIN:-build/bench}
 mkdir -p "$OUT"
-DATE=$(date -u +%F)
 WORK=$(mktemp -d /tmp/moejit-bench.XXXXXX)
 CACHE=${MOEJIT_BENCH_CACHE:-$WORK/cache}
 LOG="$OUT/log.txt"
@@ -54,8 +54,6 @@ grep '^|' "$LOG" > "$OUT/launch.txt" || true
 # 3. Peers on the same routings + ceilings.
 stage peers "${PEERS_TIMEOUT:-200}" python3 bench/peers.py --dump-dir "$WORK/routing" --json "$OUT/peers.jsonl"
 # 4. Report + chart.
-stage report 40 python3 bench/report.py --moejit "$OUT/moejit.jsonl" --peers "$OUT/peers.jsonl" \
-  --launch "$OUT/launch.jsonl" --out "$OUT/$DATE-h200.md" --chart "$OUT/$DATE-h200.png" \
-  --command "bash bench/run.sh" --date "$DATE"
+stage report 40 python3 bench/report.py --data "$OUT" --out "$OUT/results.md" --chart "$OUT/results.png"
 log "done; files: $(ls "$OUT" | tr '\n' ' ')"
 rm -rf "$WORK"

@@ -89,13 +89,13 @@ struct GpuTimes {
 };
 
 GpuTimes builtin_gpu_times() {
-  // REFERENCE.md section 5: MXFP4 floors (4.23 TB/s, 782 TFLOP/s) divided by 0.7
+  // H200 MXFP4 floors (4.23 TB/s, 782 TFLOP/s) divided by 0.7
   // (the peers reach at most ~70 % of copy bandwidth): estimates, not measurements.
   GpuTimes g;
   for (auto [T, floor_us] : std::vector<std::pair<double, double>>{
            {1, 12}, {8, 88}, {64, 342}, {512, 394}, {4096, 1043}, {16384, 4171}})
     g.pts.push_back({T, floor_us / 0.7});
-  g.source = "built-in estimates (REFERENCE.md section 5 MXFP4 bandwidth/compute floors / 0.7), not measured";
+  g.source = "built-in estimates (H200 MXFP4 bandwidth/compute floors / 0.7), not measured";
   return g;
 }
 

@@ -1,7 +1,7 @@
 // MXFP4 grouped GEMM for prefill on Hopper tensor cores (wgmma), sm_90a: the
-// dequantized-tile kernel. Since the eighth session prefill runs the
-// weights-as-A kernel (grouped_gemm_mxfp4_wgmma_wa_sm90.cuh, which also uses
-// this file's wgmma helpers); this one runs with MOEJIT_GEMM_TUNE prefill.wa=0.
+// dequantized-tile kernel. Prefill runs the weights-as-A kernel by default
+// (grouped_gemm_mxfp4_wgmma_wa_sm90.cuh, which also uses this file's wgmma
+// functions); this one runs with MOEJIT_GEMM_TUNE prefill.wa=0.
 // Same semantics and parameters as grouped_gemm_sm90.cuh (GroupedGemmParams):
 //   gate_up: H[r] = act(X[t(r)] @ W1[e]^T + b1[e]);  down: Y[r] = gamma[r] * (H[r] @ W2[e]^T + b2[e]).
 //

@@ -1,4 +1,4 @@
-// Parameters and epilogue helpers shared by the bf16 / MXFP4 grouped GEMM kernels
+// Parameters and epilogue functions shared by the bf16 / MXFP4 grouped GEMM kernels
 // (grouped_gemm_sm90.cuh and grouped_gemm_mxfp4_wgmma_sm90.cuh: routed rows as
 // the MMA's M dimension; grouped_gemm_mxfp4_decode_sm90.cuh: MXFP4 weights as
 // the A operand, "swap AB"). The host mirror of

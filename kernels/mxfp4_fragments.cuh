@@ -1,5 +1,5 @@
 // MXFP4 weights as the A operand of mma.sync m16n8k16 ("swap AB": out^T = W X^T):
-// the fragment-building helpers of the MXFP4 decode kernel.
+// the fragment-building functions of the MXFP4 decode kernel.
 //
 // The k order. A thread (g = lane / 4, q = lane % 4) of m16n8k16 holds, per MMA,
 // the logical k {2q, 2q+1} (registers a0/a1, b0) and {2q+8, 2q+9} (a2/a3, b1)

@@ -1,6 +1,6 @@
 // MXFP4 quantizer on the GPU: rows of fp32 or bf16 -> e2m1 codes packed two per
 // byte (element 2i in the low nibble) + one E8M0 scale per 32 consecutive
-// elements. NVRTC-clean: no includes; every type and helper is defined here.
+// elements. NVRTC-clean: no includes; every type and function is defined here.
 //
 // The rule (moejit docs/formats.md, include/moejit/quant.hpp), per block x[0..31]:
 //   amax = max |x_i|; a NaN or Inf anywhere -> scale 0xFF, all codes 0.
@@ -12,7 +12,7 @@
 // to the CPU quantizer (quantize_mxfp4_cpu), which computes the same rule in
 // double precision.
 //
-// The helpers (namespace moejit::mxq) also compile as host C++ (the CPU tests
+// The functions (namespace moejit::mxq) also compile as host C++ (the CPU tests
 // include this file and run them against the CPU quantizer); the kernel itself
 // exists only under a CUDA compiler.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // Token bucketing: rounds a token count up to a geometric bucket so that the set
-// of specializations is finite. Formula: REFERENCE.md section 1 (moejit docs/).
+// of specializations is finite. The formula:
 //
 //   round_up(m): m <= 2^e            -> m
 //                otherwise g = 2^(floor(log2 m) - e); ceil(m / g) * g

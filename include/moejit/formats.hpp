@@ -132,7 +132,7 @@ constexpr float e4m3_to_float(std::uint8_t code) noexcept {
 // (0x7F or 0xFF).
 std::uint8_t float_to_e4m3(float f) noexcept;
 
-// ------------------------------------------------------------- helpers -----
+// ----------------------------------------------------------- utilities -----
 
 // Round |a| (finite, >= 0) to the nearest value, ties to even, of a binary
 // floating-point grid with `mantissa_bits` explicit mantissa bits and minimum

@@ -1,4 +1,4 @@
-// Token bucketing (REFERENCE.md section 1): geometric buckets, 2^e per octave.
+// Token bucketing (include/moejit/bucketing.hpp): geometric buckets, 2^e per octave.
 #include "moejit/bucketing.hpp"
 
 #include <bit>

@@ -1,5 +1,5 @@
 #pragma once
-// dlopen()/dlsym() helpers shared by the libcuda and libnvrtc tables.
+// dlopen()/dlsym() wrappers shared by the libcuda and libnvrtc tables.
 // Why dlopen: moejit must run (tools, CPU tests, cache administration) on a
 // machine with no NVIDIA driver, and a node that only loads prebuilt cubins must
 // not need NVRTC. Nothing links against libcuda or libnvrtc.

@@ -219,9 +219,9 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // the CTA's warps (fixed segments, reduced in shared memory in order).
     // One super-step of weights in flight per warp (depth 1): the registers of
     // a deeper ring cost resident warps, and resident warps hide this loop's
-    // dequantize -> MMA chains. Measured on gpt-oss-120b (layer us, depth 1 / 2
-    // / 3, v11 kernel): T = 1 46.6 / 51.2 / 52.6, T = 8 200.4 / 210.0, T = 64
-    // 737.9 / 765.1 (docs/benchmarks/data/sweeps/2026-11-29-decode-v11-T*.log).
+    // dequantize -> MMA chains. Measured on gpt-oss-120b, H200 (layer us, depth
+    // 1 / 2 / 3): T = 1 46.6 / 51.2 / 52.6, T = 8 200.4 / 210.0, T = 64
+    // 737.9 / 765.1 (MOEJIT_GEMM_TUNE decode.depth, scripts/tune-sweep.sh).
     c.kernel = GemmKernel::mxfp4_decode;
     c.nt = avg <= 4 ? 1 : 2;
     c.depth = 1;
@@ -240,8 +240,8 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // ptxas fits the kernel in 80 registers without spilling, so 6 CTAs (24
     // warps) per SM are resident instead of 4. At gpt-oss-120b T = 1 that puts
     // down's 720 CTAs in one wave and gate_up's 1440 in two instead of three:
-    // layer 43.5 -> 37.8 us queued (5 CTAs: 43.0, no wave saved;
-    // docs/performance.md, seventh session). With K unsplit (kw = 1, the
+    // layer 43.5 -> 37.8 us queued (5 CTAs: 43.0, no wave saved; H200).
+    // With K unsplit (kw = 1, the
     // segment sums held in registers) 80 registers spill 4 bytes: no cap there.
     // ctas = 0 here means "not tuned".
     c.xs = 1;
@@ -320,7 +320,7 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   c.stages = c.wg == 1 ? 4 : 3;
   // The weights-as-A kernel has no dequantized tile: the deepest ring that
   // keeps two CTAs per SM (228 KB per SM, 1 KB reserved per CTA).
-  // Measured on gpt-oss-120b (docs/performance.md, eighth session), WA vs the
+  // Measured on gpt-oss-120b (H200, docs/kernels.md), WA vs the
   // dequantized-tile kernel: gate_up 922 vs 1165 us at T = 1024, 1719-1748 vs
   // 1902-1948 at T = 4096; down 494-498 vs 557-559 at T = 1024, 931-950 vs
   // 920-938 at T = 4096. Every bucket takes the same kernel, so a split tail

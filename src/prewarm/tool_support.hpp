@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the command-line tools (moejit-prewarm, moejit-cache):
+// Code shared by the command-line tools (moejit-prewarm, moejit-cache):
 // exit codes, size and duration parsing, human-readable formatting.
 // Library code never exits; the tools map exceptions to exit codes with exit_code_for().
 #include <chrono>

@@ -1,5 +1,5 @@
 #pragma once
-// Test helper: sets an environment variable for a scope and restores the
+// Test support: sets an environment variable for a scope and restores the
 // previous value (or its absence) afterwards, so that a test cannot leak its
 // setting into the tests after it (e.g. unset the runner's MOEJIT_CACHE_DIR).
 #include <stdlib.h>

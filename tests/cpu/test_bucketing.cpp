@@ -1,4 +1,4 @@
-// Token bucketing properties (REFERENCE.md section 1).
+// Token bucketing properties (the formula in include/moejit/bucketing.hpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the cache / runtime tests: a private temp directory, tiny
+// Fixtures shared by the cache / runtime tests: a private temp directory, tiny
 // NVRTC-clean kernels selected by the key, a log capture.
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <stdlib.h>

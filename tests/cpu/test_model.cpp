@@ -41,7 +41,7 @@ void write(const fs::path& p, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("model: embedded configs parse to the REFERENCE.md section 4 shapes", "[model]") {
+TEST_CASE("model: embedded configs parse to the published model shapes", "[model]") {
   struct Row {
     const char* name;
     const char* type;

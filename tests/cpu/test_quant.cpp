@@ -284,9 +284,9 @@ TEST_CASE("MXFP4 / MXFP8: blocks at the top of the fp32 range stay finite", "[qu
   for (double v : back) CHECK(std::isfinite(v));
 
   // MXFP8: s = 120; FLT_MAX / 2^120 = 256 - 2^-16 -> 256 (0x78).
-  std::uint8_t codes[32], s8[1];
-  quantize_mxfp8_cpu(x, 1, 32, codes, s8);
-  CHECK(s8[0] == 0xF7);
+  std::uint8_t codes[32], scale8[1];
+  quantize_mxfp8_cpu(x, 1, 32, codes, scale8);
+  CHECK(scale8[0] == 0xF7);
   CHECK(codes[0] == 0x78);
   CHECK(codes[1] == 0xF8);
   for (int i = 0; i < 32; ++i) {
@@ -451,11 +451,11 @@ TEST_CASE("MXFP8: round trip and error bound", "[quant][mxfp8]") {
   std::vector<float> ex(32);
   for (int i = 0; i < 32; ++i) ex[i] = std::ldexp(e4m3_to_float(static_cast<std::uint8_t>(rng.integer(0, 0x7E) | (i % 2 ? 0x80 : 0))), 5);
   ex[9] = std::ldexp(448.0f, 5);
-  std::uint8_t d8[32], s8[1];
-  quantize_mxfp8_cpu(ex.data(), 1, 32, d8, s8);
-  CHECK(s8[0] == 127 + 5);
+  std::uint8_t d8[32], scale8[1];
+  quantize_mxfp8_cpu(ex.data(), 1, 32, d8, scale8);
+  CHECK(scale8[0] == 127 + 5);
   std::vector<double> b8(32);
-  dequantize_mxfp8_cpu(d8, s8, 1, 32, b8.data());
+  dequantize_mxfp8_cpu(d8, scale8, 1, 32, b8.data());
   for (int i = 0; i < 32; ++i) CHECK(b8[i] == static_cast<double>(ex[i]));
 }
 
@@ -500,13 +500,13 @@ TEST_CASE("per-token FP8: scale = amax / 448, codes RNE, specials", "[quant][fp8
     CHECK(has_max);  // the row's amax lands on +-448
   }
   // bf16 overload equals fp32 of widened values.
-  auto v16 = moejit::ref::random_bf16(rows * n, rng);
-  std::vector<float> v32(v16.size());
-  for (std::size_t i = 0; i < v16.size(); ++i) v32[i] = bf16_to_float(v16[i]);
+  auto in_bf16 = moejit::ref::random_bf16(rows * n, rng);
+  std::vector<float> in_f32(in_bf16.size());
+  for (std::size_t i = 0; i < in_bf16.size(); ++i) in_f32[i] = bf16_to_float(in_bf16[i]);
   std::vector<std::uint8_t> da(rows * n), db(rows * n);
   std::vector<float> sa(rows), sb(rows);
-  quantize_fp8_per_token_cpu(v16.data(), rows, n, da.data(), sa.data());
-  quantize_fp8_per_token_cpu(v32.data(), rows, n, db.data(), sb.data());
+  quantize_fp8_per_token_cpu(in_bf16.data(), rows, n, da.data(), sa.data());
+  quantize_fp8_per_token_cpu(in_f32.data(), rows, n, db.data(), sb.data());
   CHECK(da == db);
   CHECK(sa == sb);
 }

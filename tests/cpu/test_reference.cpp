@@ -196,7 +196,7 @@ TEST_CASE("reference: a token whose slots are all dropped gets zeros; shape erro
   CHECK_THROWS_AS(moe_reference(a, {5}), std::invalid_argument);
 }
 
-TEST_CASE("reference helpers: Frobenius error, poison, random MXFP4", "[reference]") {
+TEST_CASE("reference utilities: Frobenius error, poison, random MXFP4", "[reference]") {
   const std::vector<double> ref = {3.0, 4.0};
   CHECK(relative_frobenius_error(ref, std::vector<double>{3.0, 4.0}) == 0.0);
   CHECK(relative_frobenius_error(ref, std::vector<double>{3.0, 4.5}) == Approx(0.1));

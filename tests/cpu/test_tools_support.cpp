@@ -1,4 +1,4 @@
-// Parsing and classification helpers of the command-line tools.
+// Parsing and classification functions of the command-line tools.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>

@@ -256,7 +256,7 @@ inline std::vector<std::uint32_t> sample_tokens(std::uint32_t T, std::uint32_t c
   return t;
 }
 
-// Model shapes of REFERENCE.md section 4 (one GPU, no TP/EP).
+// Published model shapes (one GPU, no TP/EP).
 inline MoeLayerShape gpt_oss_120b_shape() {
   MoeLayerShape s;
   s.hidden = 2880, s.intermediate = 2880, s.experts = 128, s.top_k = 4;

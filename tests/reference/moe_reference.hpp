@@ -1,6 +1,5 @@
 #pragma once
-// Float64 CPU reference of one MoE layer, the contract the GPU tests check
-// (moejit REFERENCE.md section 3):
+// Float64 CPU reference of one MoE layer, the contract the GPU tests check:
 //
 //   routing:  routed rows sorted by expert; within an expert by flat slot
 //             index t * top_k + j ascending; topk_ids == -1 drops the slot.

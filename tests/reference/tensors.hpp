@@ -1,5 +1,5 @@
 #pragma once
-// Host-side test data helpers: random bf16 / MXFP4 tensors, NaN poisoning,
+// Host-side test data: random bf16 / MXFP4 tensors, NaN poisoning,
 // error metrics. Header-only.
 #include <algorithm>
 #include <bit>

@@ -1,5 +1,5 @@
 #pragma once
-// Test helpers: run a built command-line tool as a subprocess and capture its
+// Test support: run a built command-line tool as a subprocess and capture its
 // exit code, stdout and stderr; a self-deleting temporary directory.
 #include <sys/wait.h>
 #include <unistd.h>

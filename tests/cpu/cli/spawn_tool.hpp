@@ -1,5 +1,5 @@
 #pragma once
-// Test helper: start several built tools at once (fork + execv behind a start
+// Test support: start several built tools at once (fork + execv behind a start
 // barrier), kill one at a chosen moment, and collect exit statuses. Output of
 // each child goes to files the caller names.
 #include <fcntl.h>
