@@ -18,7 +18,7 @@
 
 #include "driver/cuda_api.hpp"
 #include "driver/device_buffer.hpp"
-#include "gpu/layer_fixture.hpp"
+#include "common/layer_data.hpp"
 #include "moejit/error.hpp"
 #include "moejit/formats.hpp"
 #include "moejit/model.hpp"
@@ -95,7 +95,7 @@ inline Timing time_median(EventTimer& t, const std::function<void(int)>& pre, co
 enum class Fill : std::uint8_t {
   bf16,        // uniform in +-amp as bf16
   bytes,       // uniform random bytes (e2m1 pairs)
-  e8m0_mxfp4,  // E8M0 scales of random MXFP4 weights (tests/gpu/layer_fixture.hpp)
+  e8m0_mxfp4,  // E8M0 scales of random MXFP4 weights (tools/common/layer_data.hpp)
   e4m3,        // e4m3 codes with magnitudes in [0.25, 3.75], never NaN
   e8m0_mxfp8,  // E8M0 scales around 2^-round(log2(1.5 sqrt(K)))
   f32_scale,   // fp32 around 2^-round(log2(1.5 sqrt(K)))
@@ -105,8 +105,8 @@ enum class Fill : std::uint8_t {
 // A host pool of `bytes` random bytes of the given format (parallel, deterministic).
 inline std::vector<std::uint8_t> make_pool(Fill f, std::uint32_t K, std::size_t bytes, std::uint64_t seed,
                                            float amp = 0.f) {
-  using testing::parallel_fill;
-  using testing::splitmix64;
+  using tools::parallel_fill;
+  using tools::splitmix64;
   bytes = std::max<std::size_t>(64, (bytes + 63) & ~std::size_t(63));
   std::vector<std::uint8_t> p(bytes);
   const int b = static_cast<int>(std::lround(std::log2(1.5 * std::sqrt(static_cast<double>(std::max(K, 1u))))));
@@ -275,9 +275,20 @@ inline MoeLayerShape model_shape(const std::string& name, QuantMode q) {
     return make_plan(embedded_model(name), po).layers.at(0);
   } catch (const std::exception&) {
     MoeLayerShape s;
-    if (name == "gpt-oss-120b") return testing::gpt_oss_120b_shape();
-    if (name == "qwen3-30b-a3b") return testing::qwen3_30b_shape();
-    if (name == "mixtral-8x7b") return testing::mixtral_shape();
+    if (name == "gpt-oss-120b") {
+      s.hidden = 2880, s.intermediate = 2880, s.experts = 128, s.top_k = 4;
+      s.act = Activation::swiglu_oai, s.act_alpha = 1.702f, s.act_limit = 7.0f;
+      s.gate_up_bias = BiasKind::bf16, s.down_bias = BiasKind::bf16;
+      return s;
+    }
+    if (name == "qwen3-30b-a3b") {
+      s.hidden = 2048, s.intermediate = 768, s.experts = 128, s.top_k = 8, s.act = Activation::silu_gated;
+      return s;
+    }
+    if (name == "mixtral-8x7b") {
+      s.hidden = 4096, s.intermediate = 14336, s.experts = 8, s.top_k = 2, s.act = Activation::silu_gated;
+      return s;
+    }
     if (name == "deepseek-v3") {
       s.hidden = 7168, s.intermediate = 2048, s.experts = 256, s.top_k = 8, s.act = Activation::silu_gated;
       return s;
@@ -293,7 +304,7 @@ inline MoeLayerShape model_shape(const std::string& name, QuantMode q) {
 // "hot" experts 0..3 (while the token has one left), else to a uniform cold one.
 inline std::vector<std::int32_t> make_routing(std::uint32_t T, std::uint32_t top_k, std::uint32_t E, bool skewed,
                                               std::uint64_t seed) {
-  using testing::splitmix64;
+  using tools::splitmix64;
   std::vector<std::int32_t> ids(std::size_t(T) * top_k);
   std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
   const std::uint32_t hot = std::min<std::uint32_t>(4, E);

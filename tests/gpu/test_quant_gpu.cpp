@@ -185,8 +185,10 @@ TEST_CASE("GPU MXFP4 quantizer: argument errors are thrown before any launch", "
   CHECK_NOTHROW(quantize_mxfp4_gpu(k, 0, DType::f32, 0, 32, 0, 0, nullptr));  // nothing to do
 }
 
-TEST_CASE("GPU MXFP4 quantizer throughput (informational)", "[gpu][quant][perf]") {
-  // gpt-oss-120b gate_up of 8 experts in bf16: [8 * 5760, 2880].
+TEST_CASE("GPU MXFP4 quantizer throughput: at least 0.3 TB/s on gpt-oss-120b gate_up rows", "[gpu][quant][perf]") {
+  // gpt-oss-120b gate_up of 8 experts in bf16: [8 * 5760, 2880]. Measured on
+  // an H200: 700 us, 0.48 TB/s over bf16 in + codes + scales out; the bound
+  // leaves room for clock and machine spread and fails a 1.6x regression.
   const std::uint64_t rows = 8 * 5760;
   const std::uint32_t cols = 2880;
   DeviceBuffer in(rows * cols * 2), data(rows * cols / 2), scales(rows * cols / 32);
@@ -209,7 +211,8 @@ TEST_CASE("GPU MXFP4 quantizer throughput (informational)", "[gpu][quant][perf]"
                                << bytes / (ms / iters * 1e-3) / 1e12 << " TB/s");
   (void)cu.cuEventDestroy_v2(start);
   (void)cu.cuEventDestroy_v2(stop);
-  CHECK(ms > 0.0f);
+  REQUIRE(ms > 0.0f);
+  CHECK(bytes / (ms / iters * 1e-3) / 1e12 >= 0.3);
 }
 
 TEST_CASE("GPU MXFP4 quantizer through the Runtime (key -> cached kernel)", "[gpu][quant][runtime]") {

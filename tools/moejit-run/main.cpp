@@ -1,12 +1,18 @@
 // moejit-run: runs one MoE layer of a model on the GPU with random weights
-// (MXFP4 or bf16), checks sampled tokens against the float64 reference, and
-// times the layer per token count T (CUDA events, median), printing achieved
-// weight bandwidth and TFLOP/s next to the floor.
+// (MXFP4 or bf16), checks it, and times the layer per token count T (CUDA
+// events, median), printing achieved weight bandwidth and TFLOP/s next to the
+// floor.
+//
+// The check (--check-tokens N): every output is finite, and N sampled tokens
+// run alone (T = 1: the decode kernels, another tile schedule and reduction)
+// agree with their rows of the batch within a relative error of 1e-2. The
+// float64 reference check of every kernel is the GPU test suite's
+// (tests/gpu, scripts/gpu-suite.sh).
 //
 // Two timings of the whole layer, each a median of --iters synchronized runs:
 //   time_us   : events recorded around MoeLayer::run on an idle GPU: includes
 //               the host's latency to submit the first launch (~4 us on the
-//               H200 machine, docs/benchmarks: cuLaunchKernel alone).
+//               H200 machine; docs/results.md: cuLaunchKernel alone).
 //   queued_us : the same with the stream held by a 100 us kernel first
 //               (stream_hold.hpp), so the layer's launches (four, or three where the
 //               decode GEMMs route themselves) are queued before the
@@ -19,13 +25,14 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "driver/cuda_api.hpp"
-#include "gpu/layer_fixture.hpp"
+#include "common/layer_data.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
 #include "moejit/model.hpp"
@@ -36,7 +43,7 @@
 #include "stream_hold.hpp"
 
 using namespace moejit;
-using namespace moejit::testing;
+using namespace moejit::tools;
 
 namespace {
 
@@ -52,6 +59,35 @@ double median(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
+// Up to `count` tokens spread over [0, T), always including the first and last.
+std::vector<std::uint32_t> sample_tokens(std::uint32_t T, std::uint32_t count) {
+  std::vector<std::uint32_t> t;
+  if (T <= count) {
+    for (std::uint32_t i = 0; i < T; ++i) t.push_back(i);
+    return t;
+  }
+  for (std::uint32_t i = 0; i < count; ++i)
+    t.push_back(static_cast<std::uint32_t>((std::uint64_t(T - 1) * i) / (count > 1 ? count - 1 : 1)));
+  return t;
+}
+
+std::size_t count_nonfinite(const std::vector<std::uint16_t>& v) {
+  std::size_t n = 0;
+  for (std::uint16_t b : v) n += !std::isfinite(bf16_to_float(b));
+  return n;
+}
+
+// ||a - b|| / ||a|| over bf16 values (a NaN anywhere makes it NaN).
+double relative_error(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
+    num += (x - y) * (x - y);
+    den += x * x;
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,7 +101,7 @@ int main(int argc, char** argv) {
   app.add_option("--quant", quant_text, "bf16 | w4a16_mxfp4 (default: the checkpoint's, else bf16)");
   app.add_option("--tokens", tokens, "token counts T to run")->delimiter(',');
   app.add_option("--iters", iters, "timed runs per T (median reported)")->check(CLI::Range(5, 100000));
-  app.add_option("--check-tokens", sample, "tokens per T checked against the float64 reference")->check(CLI::Range(0, 4096));
+  app.add_option("--check-tokens", sample, "tokens per T run alone (T = 1) and compared with the batch")->check(CLI::Range(0, 4096));
   app.add_option("--cache-dir", cache_dir, "kernel cache directory");
   app.add_option("--copy-tbps", copy_tbps, "measured device copy bandwidth for the floor (TB/s)");
   app.add_option("--bf16-tflops", bf16_tflops, "measured bf16 tensor rate for the floor (TFLOP/s)");
@@ -115,10 +151,13 @@ int main(int argc, char** argv) {
     Runtime rt(ro);
     std::printf("model %s: %s, quant %s\n", model.c_str(), shape.to_string().c_str(),
                 std::string(to_string(quant)).c_str());
-    const auto w = LayerWeights::make(shape, quant, ref::process_seed());
+    const std::uint64_t seed = 0x5EEDull;
+    const DeviceLayerWeights dw = DeviceLayerWeights::random(shape, quant, seed);
+    const MoeWeights weights = dw.view();
     MoeLayer layer(rt, shape, quant);
+    const double n1 = gate_up_cols(shape);
     const double w1_bytes_per_expert =
-        quant == QuantMode::w4a16_mxfp4 ? w->n1() * double(shape.hidden) * (0.5 + 1.0 / 32) : w->n1() * double(shape.hidden) * 2;
+        quant == QuantMode::w4a16_mxfp4 ? n1 * double(shape.hidden) * (0.5 + 1.0 / 32) : n1 * double(shape.hidden) * 2;
     const double w2_bytes_per_expert = quant == QuantMode::w4a16_mxfp4
                                            ? double(shape.hidden) * shape.intermediate * (0.5 + 1.0 / 32)
                                            : double(shape.hidden) * shape.intermediate * 2;
@@ -132,30 +171,35 @@ int main(int argc, char** argv) {
     constexpr unsigned long long kHoldNs = 100000;  // the host enqueues the layer in ~16 us
     for (std::uint32_t T : tokens) {
       // Three input sets, rotated, so activations are not served from L2.
-      std::vector<LayerInputs> ins;
-      std::vector<std::unique_ptr<LayerRun>> runs;
+      std::vector<HostLayerInputs> ins;
+      std::vector<std::unique_ptr<DeviceLayerCall>> runs;
       for (int i = 0; i < 3; ++i) {
-        ref::TestRng rng(T * 3 + i);
-        ins.push_back(LayerInputs::make(shape, T, Routing::uniform, rng));
-        runs.push_back(std::make_unique<LayerRun>(layer, ins.back()));
+        ins.push_back(HostLayerInputs::random(shape, T, seed + T * 3 + i));
+        runs.push_back(std::make_unique<DeviceLayerCall>(layer, ins.back()));
       }
       double err = 0;
       if (sample > 0) {
-        layer.run(w->device(), runs[0]->args, nullptr);
+        layer.run(weights, runs[0]->args, nullptr);
         MOEJIT_CU_CHECK(cu.cuCtxSynchronize());
         const auto out = runs[0]->download_out(shape);
-        const std::size_t bad = ref::count_nonfinite(out.data(), out.size());
-        const auto res = ref::moe_reference(reference_args(*w, ins[0]), sample_tokens(T, sample));
-        std::vector<std::uint16_t> got;
-        for (auto t : res.tokens)
-          got.insert(got.end(), out.begin() + std::size_t(t) * shape.hidden, out.begin() + std::size_t(t + 1) * shape.hidden);
-        err = ref::relative_frobenius_error(res.out, got);
+        const std::size_t bad = count_nonfinite(out);
+        std::vector<std::uint16_t> alone, batch;
+        for (std::uint32_t t : sample_tokens(T, sample)) {
+          const DeviceLayerCall one(layer, ins[0].token(shape, t));
+          layer.run(weights, one.args, nullptr);
+          MOEJIT_CU_CHECK(cu.cuCtxSynchronize());
+          const auto row = one.download_out(shape);
+          alone.insert(alone.end(), row.begin(), row.end());
+          batch.insert(batch.end(), out.begin() + std::size_t(t) * shape.hidden,
+                       out.begin() + std::size_t(t + 1) * shape.hidden);
+        }
+        err = relative_error(alone, batch);
         if (bad != 0 || !(err < 1e-2)) {
           std::fprintf(stderr, "moejit-run: CHECK FAILED at T=%u: rel.err %.3e, %zu non-finite outputs\n", T, err, bad);
           ok = false;
         }
       }
-      for (int i = 0; i < 5; ++i) layer.run(w->device(), runs[i % 3]->args, nullptr);
+      for (int i = 0; i < 5; ++i) layer.run(weights, runs[i % 3]->args, nullptr);
       // The layer between two events, `iters` times (ms each); queued: behind
       // the stream-holding kernel (see queued_us at the top).
       auto time_layer = [&](bool queued) {
@@ -163,7 +207,7 @@ int main(int argc, char** argv) {
         for (int i = 0; i < iters; ++i) {
           if (queued) hold.launch(kHoldNs);
           MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, nullptr));
-          layer.run(w->device(), runs[i % 3]->args, nullptr);
+          layer.run(weights, runs[i % 3]->args, nullptr);
           MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, nullptr));
           MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
           float t = 0;
@@ -181,12 +225,12 @@ int main(int argc, char** argv) {
         for (int i = 0; i < iters; ++i) {
           const auto& a = runs[i % 3]->args;
           layer.route(a, nullptr);
-          if (step >= 2) layer.gate_up(w->device(), a, nullptr);
-          if (step >= 3) layer.down(w->device(), a, nullptr);
+          if (step >= 2) layer.gate_up(weights, a, nullptr);
+          if (step >= 3) layer.down(weights, a, nullptr);
           MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, nullptr));
           if (step == 0) layer.route(a, nullptr);
-          if (step == 1) layer.gate_up(w->device(), a, nullptr);
-          if (step == 2) layer.down(w->device(), a, nullptr);
+          if (step == 1) layer.gate_up(weights, a, nullptr);
+          if (step == 2) layer.down(weights, a, nullptr);
           if (step == 3) layer.combine(a, nullptr);
           MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, nullptr));
           MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
@@ -201,7 +245,7 @@ int main(int argc, char** argv) {
       const double us = median(ms) * 1e3;
       const double wbytes = hit.size() * (w1_bytes_per_expert + w2_bytes_per_expert);
       const double rows_ = double(T) * shape.top_k;
-      const double flops = 2.0 * rows_ * (double(w->n1()) * shape.hidden + double(shape.hidden) * shape.intermediate);
+      const double flops = 2.0 * rows_ * (n1 * shape.hidden + double(shape.hidden) * shape.intermediate);
       const double floor_us = std::max(wbytes / (copy_tbps * 1e12), flops / (bf16_tflops * 1e12)) * 1e6;
       rows.push_back({T, us, median(qms) * 1e3, wbytes / (us * 1e-6) / 1e12, flops / (us * 1e-6) / 1e12, floor_us, err,
                       static_cast<std::uint32_t>(hit.size()), {step_us[0], step_us[1], step_us[2], step_us[3]}});

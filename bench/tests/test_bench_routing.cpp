@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "../../bench/bench_util.hpp"
+#include "bench_util.hpp"
 
 using moejit::bench::experts_hit;
 using moejit::bench::make_routing;

@@ -4,7 +4,7 @@
 
 #include <numeric>
 
-#include "../../bench/trace_gen.hpp"
+#include "trace_gen.hpp"
 
 using moejit::bench::Cell;
 using moejit::bench::make_trace;
