@@ -92,7 +92,7 @@ struct CompiledKernel {
 };
 
 // compiled() plus how this particular call obtained the kernel.
-struct CompiledLookup {
+struct [[nodiscard]] CompiledLookup {
   std::shared_ptr<const CompiledKernel> kernel;
   // memory: already in this Runtime (including: another thread or another key
   // with the same content address produced it); disk: verified disk entry;

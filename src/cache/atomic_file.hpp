@@ -76,7 +76,7 @@ void fsync_directory(const std::filesystem::path& dir) noexcept;
 void create_private_directories(const std::filesystem::path& dir);
 
 enum class ReadStatus : unsigned char { ok, absent, not_regular, error };
-struct ReadResult {
+struct [[nodiscard]] ReadResult {
   ReadStatus status = ReadStatus::error;
   std::string bytes;
   std::string error;  // for not_regular / error: why (errno text, "is a directory", "is a symlink")

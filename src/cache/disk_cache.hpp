@@ -24,7 +24,7 @@ enum class LoadStatus : unsigned char {
   quarantined,  // entry present but bad: moved to quarantine/ (or removed), warning logged
 };
 
-struct LoadResult {
+struct [[nodiscard]] LoadResult {
   LoadStatus status = LoadStatus::absent;
   std::optional<Entry> entry;            // when hit
   std::string reason;                    // when quarantined: what was wrong

@@ -39,7 +39,7 @@ struct Entry {
 
 std::string encode_entry(const Entry& entry);
 
-struct DecodeResult {
+struct [[nodiscard]] DecodeResult {
   std::optional<Entry> entry;  // set on success
   std::string error;           // why not, naming the part ("bad magic", "body checksum mismatch", ...)
 };

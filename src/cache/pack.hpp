@@ -33,7 +33,7 @@ class Pack {
                        const std::optional<std::string>& target) const;
 
   enum class Status : unsigned char { absent, hit, bad };
-  struct Lookup {
+  struct [[nodiscard]] Lookup {
     Status status = Status::absent;
     std::optional<Entry> entry;  // hit
     std::string reason;          // bad: why
