@@ -24,6 +24,7 @@
 // in fp32.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "moejit/key.hpp"
@@ -32,6 +33,11 @@
 #include "moejit/types.hpp"
 
 namespace moejit {
+
+class MoeLayerPlans;  // the per-bucket plans of one layer (library-internal)
+namespace ops {
+struct MoeLayerPlan;
+}
 
 // Every key the MoE layer op requests for T tokens with round_up_tokens(T) == token_bucket,
 // in launch order (route, gate_up, down, combine). The down key's out field is
@@ -154,15 +160,20 @@ class MoeLayer {
 
  private:
   void check_args(const MoeLayerArgs& args) const;
-  // Both GEMMs of this call route topk_ids themselves (MXFP4 decode, <= 32 routes).
-  bool fused_route(const MoeLayerArgs& args) const;
-  // m-tile height (routed rows per tile) of op's kernel for a token bucket.
-  int tile_bm(OpKind op, std::uint32_t bucket) const;
+  // The plan of the bucket of args.num_tokens (>= 1): keys, configurations and
+  // launch order, built once per bucket and kept (MoeLayerPlans).
+  const ops::MoeLayerPlan& plan_for(std::uint32_t num_tokens) const;
+  MoeWorkspaceView workspace_view(const MoeLayerArgs& args, const ops::MoeLayerPlan* plan) const;
+  void route(const MoeLayerArgs& args, const ops::MoeLayerPlan& plan, const MoeWorkspaceView& v,
+             CUstream stream) const;
+  void combine(const MoeLayerArgs& args, const ops::MoeLayerPlan& plan, const MoeWorkspaceView& v,
+               CUstream stream) const;
   Runtime& runtime_;
   MoeLayerShape shape_;
   QuantMode quant_;
   Target target_;
   WeightScale wscale_ = WeightScale::none;
+  std::shared_ptr<MoeLayerPlans> plans_;  // shared by copies: plans depend only on the fields above
 };
 
 }  // namespace moejit

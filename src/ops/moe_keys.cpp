@@ -1,5 +1,7 @@
-// The specialization keys of one MoE layer: one function serves the launcher
-// and prewarm, so a sealed runtime never misses a key the layer asks for.
+// The specialization keys of one MoE layer's kernels. The layer plan
+// (layer_plan.cpp) builds them once per bucket for both the launcher and
+// prewarm (moe_layer_keys), so a sealed runtime never misses a key the layer
+// asks for.
 #include "ops/moe_keys.hpp"
 
 #include "moejit/bucketing.hpp"
@@ -101,36 +103,3 @@ SpecKey combine_key(const MoeLayerShape& s, DType y_dtype, std::uint32_t bucket,
 }
 
 }  // namespace moejit::ops
-
-namespace moejit {
-std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale,
-                                    std::uint32_t token_bucket, const Target& target) {
-  ops::check_shape(shape, quant);
-  if (token_bucket == 0) throw InvalidArgument("token_bucket must be >= 1, got 0");
-  // The combine reads Y in the dtype the down projection writes (MoeLayer::combine does the same).
-  if (quant == QuantMode::mxfp8 || quant == QuantMode::fp8_per_token) {
-    const SpecKey down = ops::gemm_key(OpKind::down, shape, quant, wscale, token_bucket, target);
-    return {ops::route_key(shape, token_bucket, target),
-            quantize_fp8_key(quant, shape.hidden, target),
-            ops::gemm_key(OpKind::gate_up, shape, quant, wscale, token_bucket, target),
-            quantize_fp8_key(quant, shape.intermediate, target),
-            down,
-            ops::combine_key(shape, down.out_dtype, token_bucket, target)};
-  }
-  const SpecKey down = ops::gemm_key(OpKind::down, shape, quant, token_bucket, target);
-  std::vector<SpecKey> keys = {ops::route_key(shape, token_bucket, target),
-                               ops::gemm_key(OpKind::gate_up, shape, quant, token_bucket, target), down,
-                               ops::combine_key(shape, down.out_dtype, token_bucket, target)};
-  // Split tail: the smaller bucket's GEMM kernels run the experts' last rows.
-  if (const std::uint32_t tb = ops::split_tail_bucket(shape, quant, token_bucket, target); tb != 0) {
-    keys.push_back(ops::gemm_key(OpKind::gate_up, shape, quant, tb, target));
-    keys.push_back(ops::gemm_key(OpKind::down, shape, quant, tb, target));
-  }
-  return keys;
-}
-
-std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, std::uint32_t token_bucket,
-                                    const Target& target) {
-  return moe_layer_keys(shape, quant, default_weight_scale(quant), token_bucket, target);
-}
-}  // namespace moejit

@@ -13,6 +13,8 @@
 #include "ops/grouped_gemm_config.hpp"
 #include "ops/kernel_params.hpp"
 #include "ops/launch_contracts.hpp"
+#include "ops/layer_plan.hpp"
+#include "ops/layer_plans.hpp"
 #include "ops/moe_keys.hpp"
 
 namespace moejit {
@@ -87,7 +89,6 @@ void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream
   MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernelEx(&cfg, k.function, args, nullptr));
 }
 
-unsigned ceil_div(std::uint64_t a, std::uint64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
 }  // namespace
 
@@ -118,11 +119,11 @@ MoeLayer::MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant
   SpecKey probe = make_gemm_key(OpKind::gate_up, quant, 1, 32, 32, target);
   probe.weight_scale = wscale;
   validate(probe);  // wscale must fit quant (throws InvalidArgument naming wscale)
+  plans_ = std::make_shared<MoeLayerPlans>(shape_, quant_, wscale_, target_);
 }
 
-int MoeLayer::tile_bm(OpKind op, std::uint32_t bucket) const {
-  const SpecKey k = ops::gemm_key(op, shape_, quant_, wscale_, bucket, target_);
-  return ops::is_fp8(quant_) ? ops::choose_fp8_config(k).bm() : ops::choose_config(k).bm();
+const ops::MoeLayerPlan& MoeLayer::plan_for(std::uint32_t num_tokens) const {
+  return plans_->get(round_up_tokens(num_tokens));
 }
 
 std::size_t MoeLayer::workspace_size(std::uint32_t max_tokens) const {
@@ -130,6 +131,10 @@ std::size_t MoeLayer::workspace_size(std::uint32_t max_tokens) const {
 }
 
 MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
+  return workspace_view(a, a.num_tokens > 0 ? &plan_for(a.num_tokens) : nullptr);
+}
+
+MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a, const ops::MoeLayerPlan* plan) const {
   const Layout l = layout_for(shape_, quant_, a.num_tokens);
   MoeWorkspaceView v;
   v.expert_offsets = a.workspace + l.offsets;
@@ -140,21 +145,14 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a) const {
   for (int i = 0; i < 4; ++i) v.tail_tiles[i] = a.workspace + l.tail[i];
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
-  if (a.num_tokens > 0) {
-    const std::uint32_t bucket = round_up_tokens(a.num_tokens);
-    int down_bm;
-    if (!ops::is_fp8(quant_)) {
-      const SpecKey down = ops::gemm_key(OpKind::down, shape_, quant_, bucket, target_);
-      const ops::GemmConfig c = ops::choose_config(down);
-      v.y_dtype = down.out_dtype;
-      v.y_splits = static_cast<std::uint32_t>(c.splits);
-      down_bm = c.bm();
-    } else {
-      down_bm = tile_bm(OpKind::down, bucket);
+  if (plan != nullptr) {
+    if (!plan->fp8) {
+      v.y_dtype = plan->y_dtype;
+      v.y_splits = plan->y_splits;
     }
     // Both GEMMs on the same m-tile height (decode: 8 or 16 rows; prefill: the
     // same wgmma tile) share one tile list: the routing kernel builds it once.
-    if (tile_bm(OpKind::gate_up, bucket) == down_bm)
+    if (plan->shared_tiles)
       for (int i = 0; i < 4; ++i) v.tiles[1][i] = v.tiles[0][i];
   }
   v.y_split_stride = static_cast<std::size_t>(a.num_tokens) * shape_.top_k * shape_.hidden;
@@ -199,42 +197,37 @@ void MoeLayer::check_args(const MoeLayerArgs& a) const {
                                                   std::to_string(a.num_tokens));
 }
 
-bool MoeLayer::fused_route(const MoeLayerArgs& a) const {
-  if (a.num_tokens == 0 || quant_ != QuantMode::w4a16_mxfp4) return false;
-  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
-  const bool gu = ops::choose_config(ops::gemm_key(OpKind::gate_up, shape_, quant_, bucket, target_)).fr;
-  const bool dn = ops::choose_config(ops::gemm_key(OpKind::down, shape_, quant_, bucket, target_)).fr;
-  return gu && dn;
-}
-
 void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
   check_args(a);
   if (a.num_tokens == 0) return;
-  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
-  const KernelRef k = runtime_.get(ops::route_key(shape_, bucket, target_));
-  const MoeWorkspaceView v = workspace_view(a);
+  const ops::MoeLayerPlan& plan = plan_for(a.num_tokens);
+  route(a, plan, workspace_view(a, &plan), stream);
+}
+
+void MoeLayer::route(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, const MoeWorkspaceView& v,
+                     CUstream stream) const {
+  const KernelRef k = runtime_.get(plan.route_key);
   RouteParamsArg p{};
   p.topk_ids = ptr<const int>(a.topk_ids);
   p.num_routes = static_cast<int>(a.num_tokens * shape_.top_k);
   p.num_experts = static_cast<int>(shape_.experts);
   // The staged kernel's shared memory holds kRouteStagedRoutes routes; the
   // bucket's routes (>= num_routes) decide staging, so this cannot fire.
-  if (ops::route_staged(shape_.experts, std::uint64_t(bucket) * shape_.top_k) &&
-      std::uint64_t(p.num_routes) > ops::kRouteStagedRoutes)
+  if (plan.route_staged && std::uint64_t(p.num_routes) > ops::kRouteStagedRoutes)
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
                           ": more routes than the staged routing kernel holds (internal bucket error)");
   p.expert_offsets = ptr<int>(v.expert_offsets);
   p.sorted_route = ptr<int>(v.sorted_route);
   p.route_row = ptr<int>(v.route_row);
-  const OpKind ops_[2] = {OpKind::gate_up, OpKind::down};
+  const int bms[2] = {plan.gate_up.bm, plan.down.bm};
   for (int g = 0; g < 2; ++g) {
     // A list shared with gate_up (workspace_view) is built once: bm 0 skips it.
     const bool shared = g == 1 && v.tiles[1][0] == v.tiles[0][0];
-    const int bm = shared ? 0 : tile_bm(ops_[g], bucket);
+    const int bm = shared ? 0 : bms[g];
     p.tiles[g] = {bm, ptr<int>(v.tiles[g][0]), ptr<int>(v.tiles[g][1]), ptr<int>(v.tiles[g][2]),
                   ptr<int>(v.tiles[g][3])};
   }
-  if (ops::split_tail_bucket(shape_, quant_, bucket, target_) != 0) {
+  if (plan.tail_bucket != 0) {
     // Both GEMMs use tiles[0] (128-row tiles, aliased) and the tail list.
     if (p.tiles[1].bm != 0)
       throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
@@ -275,13 +268,12 @@ void check_gemm_weights(OpKind op, const MoeLayerShape& s, QuantMode quant, cons
 // sorted_route, so the router weights (read through it) wait (the kernel's
 // gamma_after_wait). The public down() cannot know what was launched before
 // it, so it passes false.
-void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, const Target& target,
+void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, const ops::GemmPlan& g_plan,
               const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v, CUstream stream,
               bool tiles_ready = false) {
   const bool gate_up = op == OpKind::gate_up;
-  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
-  const SpecKey key = ops::gemm_key(op, s, quant, bucket, target);
-  const ops::GemmConfig c = ops::choose_config(key);
+  const SpecKey& key = g_plan.key;
+  const ops::GemmConfig& c = g_plan.config;
   const KernelRef k = rt.get(key);
   check_gemm_weights(op, s, quant, w);
   const DevicePtr wt = gate_up ? w.w1 : w.w2;
@@ -327,7 +319,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     p.route_route_row = ptr<int>(v.route_row);
     for (int i = 0; i < 4; ++i) p.route_tiles[i] = ptr<int>(v.tiles[0][i]);
   }
-  const std::uint32_t tiles = ops::max_m_tiles(R, s.experts, c.bm());
+  const std::uint32_t tiles = ops::max_m_tiles(R, s.experts, g_plan.bm);
   if (tiles > 65535)
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
                           ": too many m-tiles for one launch (" + std::to_string(tiles) + " > 65535)");
@@ -338,13 +330,10 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   // launch, which waits for this one, still finds every row of this GEMM done.
   // Its kernel is fetched first: a failing get() must not leave the main
   // tiles launched without their tail.
-  const std::uint32_t tb = ops::split_tail_bucket(s, quant, bucket, target);
-  const SpecKey tkey = tb != 0 ? ops::gemm_key(op, s, quant, tb, target) : key;
-  const KernelRef tk = tb != 0 ? rt.get(tkey) : k;
+  const KernelRef tk = g_plan.has_tail ? rt.get(g_plan.tail_key) : k;
   p.num_experts = static_cast<int>(s.experts);  // the persistent kernel bounds its scale reads by it
-  launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, static_cast<unsigned>(c.splits));
-  if (tb != 0) {
-    const ops::GemmConfig tc = ops::choose_config(tkey);
+  launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits);
+  if (g_plan.has_tail) {
     GroupedGemmParamsArg tp = p;
     tp.tile_expert = ptr<const int>(v.tail_tiles[0]);
     tp.tile_row_begin = ptr<const int>(v.tail_tiles[1]);
@@ -352,7 +341,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     tp.num_tiles = ptr<const int>(v.tail_tiles[3]);
     tp.wait_at_exit = 1;
     tp.tiles_ready = 0;
-    launch(tk, ceil_div(key.n, tc.bn()), static_cast<unsigned>(std::min<std::uint64_t>(s.experts, R)), &tp, stream);
+    launch(tk, g_plan.tail_grid_n, static_cast<unsigned>(std::min<std::uint64_t>(s.experts, R)), &tp, stream);
   }
 }
 }  // namespace
@@ -360,13 +349,10 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
 namespace {
 // FP8 modes: quantize the GEMM's bf16 input rows (X by token, or H by routed
 // row) with the row-independent GPU quantizer, then run the FP8 grouped GEMM.
-void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale wscale,
-                  const Target& target, const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v,
-                  CUstream stream) {
+void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, const ops::GemmPlan& g_plan,
+                  const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v, CUstream stream) {
   const bool gate_up = op == OpKind::gate_up;
-  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
-  const SpecKey key = ops::gemm_key(op, s, quant, wscale, bucket, target);
-  const ops::Fp8GemmConfig c = ops::choose_fp8_config(key);
+  const SpecKey& key = g_plan.key;
   const char* name = gate_up ? "w1" : "w2";
   const DevicePtr wt = gate_up ? w.w1 : w.w2;
   const DevicePtr sc = gate_up ? w.w1_scales : w.w2_scales;
@@ -380,7 +366,7 @@ void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quan
   const std::int64_t in_stride = gate_up ? (a.x_row_stride ? a.x_row_stride : s.hidden) : s.intermediate;
   const DevicePtr codes = gate_up ? v.xq : v.hq;
   const DevicePtr scales = gate_up ? v.xs : v.hs;
-  quantize_fp8_gpu(rt.get(quantize_fp8_key(quant, K, target)), quant, in, in_stride, in_rows, K, codes, scales, stream);
+  quantize_fp8_gpu(rt.get(g_plan.quantize_key), quant, in, in_stride, in_rows, K, codes, scales, stream);
   const int g = gate_up ? 0 : 1;
   ops::Fp8GemmArgs f;
   f.a = codes;
@@ -398,7 +384,7 @@ void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quan
   f.tile_row_begin = v.tiles[g][1];
   f.tile_row_end = v.tiles[g][2];
   f.num_tiles = v.tiles[g][3];
-  f.max_tiles = ops::max_m_tiles(R, s.experts, c.bm());
+  f.max_tiles = ops::max_m_tiles(R, s.experts, g_plan.bm);
   if (f.max_tiles > 65535)
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
                           ": too many m-tiles for one launch (" + std::to_string(f.max_tiles) + " > 65535)");
@@ -411,32 +397,38 @@ void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quan
 void MoeLayer::gate_up(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
   check_args(a);
   if (a.num_tokens == 0) return;
-  if (ops::is_fp8(quant_))
-    run_fp8_gemm(runtime_, OpKind::gate_up, shape_, quant_, wscale_, target_, w, a, workspace_view(a), stream);
+  const ops::MoeLayerPlan& plan = plan_for(a.num_tokens);
+  const MoeWorkspaceView v = workspace_view(a, &plan);
+  if (plan.fp8)
+    run_fp8_gemm(runtime_, OpKind::gate_up, shape_, quant_, plan.gate_up, w, a, v, stream);
   else
-    run_gemm(runtime_, OpKind::gate_up, shape_, quant_, target_, w, a, workspace_view(a), stream);
+    run_gemm(runtime_, OpKind::gate_up, shape_, quant_, plan.gate_up, w, a, v, stream);
 }
 
 void MoeLayer::down(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
   check_args(a);
   if (a.num_tokens == 0) return;
-  if (ops::is_fp8(quant_))
-    run_fp8_gemm(runtime_, OpKind::down, shape_, quant_, wscale_, target_, w, a, workspace_view(a), stream);
+  const ops::MoeLayerPlan& plan = plan_for(a.num_tokens);
+  const MoeWorkspaceView v = workspace_view(a, &plan);
+  if (plan.fp8)
+    run_fp8_gemm(runtime_, OpKind::down, shape_, quant_, plan.down, w, a, v, stream);
   else
-    run_gemm(runtime_, OpKind::down, shape_, quant_, target_, w, a, workspace_view(a), stream);
+    run_gemm(runtime_, OpKind::down, shape_, quant_, plan.down, w, a, v, stream);
 }
 
 void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
   check_args(a);
   if (a.num_tokens == 0) return;
-  const std::uint32_t bucket = round_up_tokens(a.num_tokens);
-  const MoeWorkspaceView v = workspace_view(a);
-  const SpecKey key = ops::combine_key(shape_, v.y_dtype, bucket, target_);
+  const ops::MoeLayerPlan& plan = plan_for(a.num_tokens);
+  combine(a, plan, workspace_view(a, &plan), stream);
+}
+
+void MoeLayer::combine(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, const MoeWorkspaceView& v,
+                       CUstream stream) const {
   // Columns per thread as the codegen derives them from the key (8: 16-byte
   // loads of bf16 Y, which need hidden % 8 == 0 and 16-byte aligned Y rows: Y
   // is 256-byte aligned and its row stride is hidden, a multiple of 32 here).
-  const std::uint32_t cols = ops::combine_cols(key.n, key.out_dtype == DType::bf16);  // check_args: fits
-  const KernelRef k = runtime_.get(key);
+  const KernelRef k = runtime_.get(plan.combine_key);
   CombineParamsArg p{};
   p.y = ptr<const void>(v.y);
   p.y_row_stride = shape_.hidden;
@@ -448,26 +440,45 @@ void MoeLayer::combine(const MoeLayerArgs& a, CUstream stream) const {
   p.hidden = static_cast<int>(shape_.hidden);
   p.top_k = static_cast<int>(shape_.top_k);
   p.num_tokens = static_cast<int>(a.num_tokens);
-  launch(k, static_cast<unsigned>(ops::combine_ctas(a.num_tokens, shape_.hidden, cols)), 1, &p, stream);
+  launch(k, static_cast<unsigned>(ops::combine_ctas(a.num_tokens, shape_.hidden, plan.combine_cols)), 1, &p, stream);
 }
 
 void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
-  // At <= 32 routes the decode kernels route topk_ids themselves (config fr):
-  // no routing kernel, so one host launch fewer precedes gate_up.
   check_args(a);
   // Both GEMMs' weights before the first launch: bad input launches nothing.
   if (!ops::is_fp8(quant_)) {
     check_gemm_weights(OpKind::gate_up, shape_, quant_, w);
     check_gemm_weights(OpKind::down, shape_, quant_, w);
   }
-  if (!fused_route(a)) route(a, stream);
-  gate_up(w, a, stream);
-  if (ops::is_fp8(quant_)) {
-    down(w, a, stream);
-  } else if (a.num_tokens != 0) {  // a was checked above
-    run_gemm(runtime_, OpKind::down, shape_, quant_, target_, w, a, workspace_view(a), stream, /*tiles_ready=*/true);
+  if (a.num_tokens == 0) return;
+  // Everything but the tensors comes from the bucket's plan: keys, configs and
+  // the launch order (at <= 32 routes the decode GEMMs route topk_ids
+  // themselves: no routing kernel, one host launch fewer before gate_up).
+  const ops::MoeLayerPlan& plan = plan_for(a.num_tokens);
+  const MoeWorkspaceView v = workspace_view(a, &plan);
+  for (std::uint8_t i = 0; i < plan.num_steps; ++i) {
+    switch (plan.steps[i]) {
+      case ops::LayerStep::route:
+        route(a, plan, v, stream);
+        break;
+      case ops::LayerStep::gate_up:
+        if (plan.fp8)
+          run_fp8_gemm(runtime_, OpKind::gate_up, shape_, quant_, plan.gate_up, w, a, v, stream);
+        else
+          run_gemm(runtime_, OpKind::gate_up, shape_, quant_, plan.gate_up, w, a, v, stream);
+        break;
+      case ops::LayerStep::down:
+        // tiles_ready: the launch before this one is this call's gate_up.
+        if (plan.fp8)
+          run_fp8_gemm(runtime_, OpKind::down, shape_, quant_, plan.down, w, a, v, stream);
+        else
+          run_gemm(runtime_, OpKind::down, shape_, quant_, plan.down, w, a, v, stream, /*tiles_ready=*/true);
+        break;
+      case ops::LayerStep::combine:
+        combine(a, plan, v, stream);
+        break;
+    }
   }
-  combine(a, stream);
 }
 
 }  // namespace moejit
