@@ -176,7 +176,7 @@ def tool_help(build, tool):
     r = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
     texts.append(r.stdout + r.stderr)
     # Subcommands (CLI11 lists them under SUBCOMMANDS:): their --help too.
-    m = re.search(r"SUBCOMMANDS:\n((?:\s+\S.*\n?)+)", texts[0])
+    m = re.search(r"(?i)SUBCOMMANDS:\n((?:[ \t]+\S.*\n?)+)", texts[0])
     if m:
         for line in m.group(1).splitlines():
             sub = line.split()[0] if line.split() else ""

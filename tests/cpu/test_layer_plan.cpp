@@ -49,7 +49,7 @@ TEST_CASE("layer plan: keys, configs and steps agree with the per-op functions f
       INFO(c.model << " " << to_string(c.quant) << " " << to_string(c.wscale) << " bucket " << b);
       const ops::MoeLayerPlan p = ops::make_layer_plan(s, c.quant, c.wscale, b, t);
       REQUIRE(p.bucket == b);
-      const bool fp8 = is_fp8(c.quant);
+      const bool fp8 = ops::is_fp8(c.quant);
       REQUIRE(p.fp8 == fp8);
       const SpecKey gu = fp8 ? ops::gemm_key(OpKind::gate_up, s, c.quant, c.wscale, b, t)
                              : ops::gemm_key(OpKind::gate_up, s, c.quant, b, t);
@@ -111,7 +111,7 @@ TEST_CASE("layer plan: bad input throws naming the field", "[plan]") {
 TEST_CASE("layer plan cache: one slot per bucket, built once, shared across threads", "[plan]") {
   // Every bucket of 32-bit token counts has its own slot.
   std::set<int> seen;
-  for (std::uint32_t b : bucket_set(0xFFFFFFFFull)) {
+  for (std::uint32_t b : bucket_set(kMaxBucketedTokens)) {
     const int i = MoeLayerPlans::slot(b);
     REQUIRE(i >= 0);
     REQUIRE(i < MoeLayerPlans::kSlots);
