@@ -1,5 +1,5 @@
 #pragma once
-// Small device helpers for programs and tests that do not bring their own CUDA
+// Small device utilities for programs and tests that do not bring their own CUDA
 // runtime: is a GPU there, make a context current, allocate device memory
 // (RAII), copy, synchronize. They use the same lazily opened libcuda.so.1 as
 // the rest of moejit (dlopen on first use; nothing links against libcuda), so

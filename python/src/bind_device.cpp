@@ -23,7 +23,7 @@ void bind_device(nb::module_& m) {
   m.def("nvrtc_version", &nvrtc_version, "NVRTC's version ('13.0'); '' when libnvrtc cannot be opened.");
   m.def("nvrtc_error", &nvrtc_error, "Why libnvrtc cannot be opened; '' when it can.");
 
-  nb::module_ d = m.def_submodule("device", "Driver and device helpers over the lazily opened libcuda.so.1.");
+  nb::module_ d = m.def_submodule("device", "Driver and device utilities over the lazily opened libcuda.so.1.");
   d.def("available", &device::available, "True when libcuda loads, cuInit succeeds and a device exists.");
   d.def(
       "driver_status",

@@ -1,4 +1,4 @@
-// Public device helpers (moejit/device.hpp) over the lazily opened driver table.
+// Public device utilities (moejit/device.hpp) over the lazily opened driver table.
 #include "moejit/device.hpp"
 
 #include <string>

@@ -1,4 +1,4 @@
-// Links the device helpers (moejit/device.hpp) from outside the project: on a
+// Links the device utilities (moejit/device.hpp) from outside the project: on a
 // machine without a driver, available() is false and a Buffer throws
 // DriverError naming libcuda; with a GPU, a round trip through device memory.
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The public device helpers and versions (moejit/device.hpp, moejit/version.hpp)
+// The public device utilities and versions (moejit/device.hpp, moejit/version.hpp)
 // on whatever machine runs the CPU suite: without a driver every call that
 // needs one throws DriverError naming libcuda, and nothing crashes.
 #include <catch2/catch.hpp>

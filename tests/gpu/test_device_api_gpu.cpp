@@ -1,4 +1,4 @@
-// The public device helpers on a GPU: properties, a context, synchronous and
+// The public device utilities on a GPU: properties, a context, synchronous and
 // asynchronous copies through device::Buffer, fill, synchronize.
 #include <catch2/catch.hpp>
 
@@ -11,7 +11,7 @@
 
 using namespace moejit;
 
-TEST_CASE("gpu: device helpers round-trip data and report the device", "[gpu][device]") {
+TEST_CASE("gpu: device utilities round-trip data and report the device", "[gpu][device]") {
   REQUIRE(device::available());
   const device::DeviceInfo info = device::device_info(0);
   CHECK_FALSE(info.name.empty());
