@@ -1,6 +1,6 @@
 #pragma once
 // Serving-step generator of a continuous-batching engine with chunked prefill
-// (bench/trace_replay.cpp; tests/cpu/test_trace_gen.cpp).
+// (bench/trace_replay.cpp; bench/tests/test_trace_gen.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
