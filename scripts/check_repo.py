@@ -204,7 +204,7 @@ def documented_flags():
                 section_tool = named[0] if named else None
                 continue
             stripped = line.strip()
-            cmd = next((t for t in TOOLS if re.match(r"(?:\S*/)?" + re.escape(t) + r"\b", stripped)), None)
+            cmd = next((t for t in TOOLS if re.match(r"(?:\S*/)?" + re.escape(t) + r"(?=\s|$)", stripped)), None)
             if cmd and (in_code or line.startswith("    ")):
                 for fl in FLAG.findall(stripped.split("#")[0]):
                     out.append((md, n, cmd, fl))
