@@ -23,10 +23,12 @@
 // Exit codes (docs/exit-codes.md): 0 ok, 1 a check failed, 2 bad arguments,
 // 3 no GPU / driver error. Errors are one line on stderr, "moejit-run: error: ...".
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -93,7 +95,7 @@ double relative_error(const std::vector<std::uint16_t>& a, const std::vector<std
 int main(int argc, char** argv) {
   CLI::App app{"moejit-run: time and check one MoE layer on the GPU (moejit " MOEJIT_VERSION ")", "moejit-run"};
   app.set_version_flag("--version", MOEJIT_VERSION);
-  std::string model = "gpt-oss-120b", quant_text, cache_dir;
+  std::string model = "gpt-oss-120b", quant_text, cache_dir, json_path;
   std::vector<std::uint32_t> tokens{1, 8, 64, 512, 4096};
   int iters = 50, sample = 8;
   double copy_tbps = 4.23, bf16_tflops = 782.0;
@@ -103,6 +105,7 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters, "timed runs per T (median reported)")->check(CLI::Range(5, 100000));
   app.add_option("--check-tokens", sample, "tokens per T run alone (T = 1) and compared with the batch")->check(CLI::Range(0, 4096));
   app.add_option("--cache-dir", cache_dir, "kernel cache directory");
+  app.add_option("--json", json_path, "also append one JSON object per T to this file");
   app.add_option("--copy-tbps", copy_tbps, "measured device copy bandwidth for the floor (TB/s)");
   app.add_option("--bf16-tflops", bf16_tflops, "measured bf16 tensor rate for the floor (TFLOP/s)");
   try {
@@ -255,6 +258,19 @@ int main(int argc, char** argv) {
     for (const auto& r : rows)
       std::printf("%7u %8u %11.1f %12.2f %10.1f %10.1f %8.0f%% %10.2e %11.1f\n", r.T, r.experts_hit, r.us,
                   r.weight_tbps, r.tflops, r.floor_us, 100.0 * r.floor_us / r.us, r.err, r.queued_us);
+    if (!json_path.empty()) {
+      std::ofstream jf(json_path, std::ios::app);
+      const char* tune = std::getenv("MOEJIT_GEMM_TUNE");
+      for (const auto& r : rows) {
+        nlohmann::json j{{"tool", "moejit-run"}, {"model", model}, {"quant", std::string(to_string(quant))},
+                         {"T", r.T}, {"experts_hit", r.experts_hit}, {"time_us", r.us}, {"queued_us", r.queued_us},
+                         {"weight_tbps", r.weight_tbps}, {"tflops", r.tflops}, {"floor_us", r.floor_us},
+                         {"rel_err", r.err}, {"route_us", r.step_us[0]}, {"gate_up_us", r.step_us[1]},
+                         {"down_us", r.step_us[2]}, {"combine_us", r.step_us[3]}, {"tune", tune ? tune : ""}};
+        jf << j.dump() << "\n";
+      }
+      if (!jf) throw moejit::Error("--json " + json_path + ": cannot write");
+    }
     std::printf("\n%7s %9s %10s %10s %10s   (each step timed alone, median us)\n", "T", "route", "gate_up",
                 "down", "combine");
     for (const auto& r : rows)
