@@ -156,6 +156,7 @@ class MoeLayer(torch.nn.Module):
         self.core = _moejit.MoeLayer(self.runtime, shape, quant, weight_scale=weight_scale, target=self.target)
         self.shape = self.core.shape
         self.quant = self.core.quant
+        self._hidden, self._top_k, self._device_index = self.shape.hidden, self.shape.top_k, dev.index
         ws_bytes = self.core.workspace_size(self.max_num_tokens)
         # Why allocate with torch: the workspace then lives in the caching
         # allocator's accounting and is a plain buffer under CUDA graphs. Why a
@@ -255,11 +256,27 @@ class MoeLayer(torch.nn.Module):
             out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The layer without the torch dispatcher (least host time; not traceable by
         torch.compile: use forward() there). out bfloat16 [T, D] is written when given."""
-        T = self._check_inputs(x, topk_ids, topk_weights)
+        # Fast path: every property compared once (about 0.1 us each); on any
+        # mismatch _check_inputs / _check name the argument and the value.
+        D, k, dev = self._hidden, self._top_k, self._device_index
+        try:
+            T = x.shape[0]
+            ok = (x.dtype is torch.bfloat16 and topk_ids.dtype is torch.int32 and topk_weights.dtype is torch.float32
+                  and x.dim() == 2 and x.shape[1] == D and x.stride(1) == 1 and T <= self.max_num_tokens
+                  and topk_ids.shape == (T, k) and topk_weights.shape == (T, k)
+                  and topk_ids.is_contiguous() and topk_weights.is_contiguous()
+                  and x.get_device() == dev and topk_ids.get_device() == dev and topk_weights.get_device() == dev)
+            if ok and out is not None:
+                ok = (out.dtype is torch.bfloat16 and out.shape == (T, D) and out.stride(1) == 1
+                      and out.get_device() == dev)
+        except (AttributeError, TypeError, IndexError):
+            ok = False
+        if not ok:
+            T = self._check_inputs(x, topk_ids, topk_weights)
+            if out is not None:
+                _check(out, "out", torch.bfloat16, (T, D), device=self.device)
         if out is None:
-            out = torch.empty((T, self.shape.hidden), dtype=torch.bfloat16, device=self.device)
-        else:
-            _check(out, "out", torch.bfloat16, (T, self.shape.hidden), device=self.device)
+            out = torch.empty((T, D), dtype=torch.bfloat16, device=self.device)
         self.core.run_ptr(T, x.data_ptr(), x.stride(0), topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(),
                           out.stride(0), self._ws_ptr, self._ws_bytes, current_stream(self.device))
         return out
