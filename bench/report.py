@@ -256,6 +256,8 @@ def main():
                  "(parallel, all cores).")
         L.append("")
 
+    L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
+
     if errors:
         L.append("## Rows that failed")
         L.append("")
@@ -269,6 +271,49 @@ def main():
         f.write("\n".join(L) + "\n")
     print(f"report.py: wrote {out_path}" + (f" and {args.chart}" if chart_note else ""))
     return 0
+
+
+def mxfp4_vs_triton_section(folder):
+    """The gpt-oss-120b W4A16 MXFP4 layer, moejit-run (default kernels and
+    MOEJIT_GEMM_TUNE=prefill.ws=0) against OpenAI's triton_kernels matmul_ogs,
+    from one GPU call: moejit-run.jsonl (moejit-run --json) and
+    triton-kernels.jsonl (the peer's JSON lines)."""
+    mr_path = os.path.join(folder, "moejit-run.jsonl")
+    tk_path = os.path.join(folder, "triton-kernels.jsonl")
+    if not (os.path.exists(mr_path) and os.path.exists(tk_path)):
+        return []
+    mr = [r for r in read_jsonl(mr_path) if r.get("tool") == "moejit-run"]
+    tk = {r["T"]: r for r in read_jsonl(tk_path) if "T" in r}
+    peer = next((r for r in read_jsonl(tk_path) if "peer" in r), {})
+    default = {r["T"]: r for r in mr if not r.get("tune")}
+    single = {r["T"]: r for r in mr if r.get("tune") == "prefill.ws=0"}
+    L = ["## gpt-oss-120b W4A16 MXFP4 against triton_kernels", ""]
+    L.append("One GPU call, same H200: `moejit-run --model gpt-oss-120b --tokens 1,8,64,128,256,512,1024,2048,4096,16384 "
+             "--iters 20 --json moejit-run.jsonl`, once with the default kernels and once with "
+             "`MOEJIT_GEMM_TUNE=prefill.ws=0` (the single-role prefill kernels only), then OpenAI's triton_kernels "
+             f"matmul_ogs ({peer.get('peer', 'triton_kernels')}, triton {peer.get('triton', '?')}, torch "
+             f"{peer.get('torch', '?')}) on the same shapes: routing + two matmul_ogs, eager and replayed from a CUDA "
+             "graph. moejit's time is `time_us` (the layer between CUDA events on an idle GPU, host submission "
+             "inside); its layer is route + gate_up + down + combine (three launches at T <= 8). The JSON lines are in "
+             "docs/results-data/mxfp4-vs-triton/.")
+    L.append("")
+    L.append("| T | moejit us | moejit, single-role prefill us | gate_up / down us | triton_kernels graph us | "
+             "triton_kernels eager us | triton graph / moejit | floor us | of floor |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    for T in sorted(default):
+        d = default[T]
+        s1 = single.get(T, {})
+        t = tk.get(T, {})
+        g = t.get("graph_us")
+        L.append(f"| {T} | {fmt(d['time_us'])} | {fmt(s1.get('time_us'))} | {fmt(d['gate_up_us'])} / {fmt(d['down_us'])} | "
+                 f"{fmt(g)} | {fmt(t.get('eager_us'))} | {fmt(g / d['time_us'], 2) if g else '-'} | "
+                 f"{fmt(d['floor_us'])} | {100.0 * d['floor_us'] / d['time_us']:.0f} % |")
+    L.append("")
+    L.append("floor = max(weight bytes of the experts hit / 4.23 TB/s, FLOPs / 782 TFLOP/s). The default runs the "
+             "warp-specialized prefill kernel where 192-row tiles fit the experts (here T >= 4096) and the single-role "
+             "kernels below (docs/kernels.md); the two columns differ only there.")
+    L.append("")
+    return L
 
 
 def make_chart(path, timed, peers, ceilings):

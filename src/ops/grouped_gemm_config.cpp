@@ -271,8 +271,8 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // Where the warp-specialized kernel runs by default: tiles of 192 rows
   // (u > 128). Measured on gpt-oss-120b (layer us, WS / single-role kernels):
   // T = 512 1346 / 1324, 1024 1552 / 1471, 2048 2134 / 1706 (tiles of 32,
-  // 64 and 128 rows), 4096 2668 / 2737, 16384 8658 / 8824 (192 rows);
-  // docs/kernels.md. MOEJIT_GEMM_TUNE prefill.ws=1 forces it at any T past decode.
+  // 64 and 128 rows), 4096 2668 / 2737, 16384 8658 / 8824 (192 rows); in
+  // one call with both: 4096 2668 / 2646, 16384 8489 / 8900 (docs/kernels.md). MOEJIT_GEMM_TUNE prefill.ws=1 forces it at any T past decode.
   const double u_ws = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
   if (prefill_flag_tuned("ws").value_or(u_ws > 128.0)) {
     // Past decode: the persistent warp-specialized kernel. Each m-tile
