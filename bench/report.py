@@ -167,6 +167,12 @@ def main():
     if head:
         L.append("## Headline: gpt-oss-120b MoE layer, W4A16 MXFP4, uniform routing")
         L.append("")
+        if env.get("moejit_version") or env.get("date"):
+            L.append(f"From the bench/run.sh run in docs/results-data/ ({env.get('date', '')}).")
+        L.append("This and the per-model sections come from the full bench/run.sh run kept in docs/results-data/; "
+                 "the [triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
+                 "later call with the current kernels (where the two differ, it is the current figure).")
+        L.append("")
         L.append("| T | moejit us | floor us | TB/s | TFLOP/s | peer: MXFP4 dequant + _grouped_mm (gu+down) us |")
         L.append("|---|---|---|---|---|---|")
         for r in head:

@@ -38,7 +38,10 @@ import os
 import threading
 from typing import Mapping, Optional, Tuple, Union
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as e:  # the rest of moejit works without torch
+    raise ImportError("moejit.torch needs PyTorch (pip install torch); `import moejit` works without it") from e
 
 from . import _moejit
 from ._moejit import Error, InvalidArgument, ModelSpec, MoeLayerShape, Plan, Runtime
