@@ -308,10 +308,10 @@ def mxfp4_vs_triton_section(folder):
     L.append("|---|---|---|---|---|---|---|---|---|")
     for T in sorted(default):
         d = default[T]
-        s1 = single.get(T, {})
+        single_role = single.get(T, {})
         t = tk.get(T, {})
         g = t.get("graph_us")
-        L.append(f"| {T} | {fmt(d['time_us'])} | {fmt(s1.get('time_us'))} | {fmt(d['gate_up_us'])} / {fmt(d['down_us'])} | "
+        L.append(f"| {T} | {fmt(d['time_us'])} | {fmt(single_role.get('time_us'))} | {fmt(d['gate_up_us'])} / {fmt(d['down_us'])} | "
                  f"{fmt(g)} | {fmt(t.get('eager_us'))} | {fmt(g / d['time_us'], 2) if g else '-'} | "
                  f"{fmt(d['floor_us'])} | {100.0 * d['floor_us'] / d['time_us']:.0f} % |")
     L.append("")
