@@ -28,8 +28,9 @@ CUfunction Runtime::Impl::function_in_current_context(runtime::KernelSlot& slot)
   MOEJIT_CU_CHECK(cu.cuModuleLoadData(&module, k.cubin.data()));
   try {
     MOEJIT_CU_CHECK(cu.cuModuleGetFunction(&function, module, k.lowered_name.c_str()));
-    // Why: above 48 KB of dynamic shared memory a kernel must opt in, or the launch fails.
-    if (k.launch.dynamic_smem_bytes > 48u * 1024u)
+    // Why: above 48 KB of static plus dynamic shared memory a kernel must opt
+    // in, or the launch fails; opting in for any dynamic size is harmless.
+    if (k.launch.dynamic_smem_bytes > 0)
       MOEJIT_CU_CHECK(cu.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                             static_cast<int>(k.launch.dynamic_smem_bytes)));
   } catch (const DriverError& e) {
