@@ -17,6 +17,7 @@
 // device, allocation failure ...); InvalidArgument for a copy outside a buffer.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "moejit/types.hpp"
@@ -102,6 +103,64 @@ class Buffer {
   void check_range(std::size_t n, std::size_t offset, const char* what) const;
   DevicePtr ptr_ = 0;
   std::size_t bytes_ = 0;
+};
+
+// A stream of the current context that does not synchronize with the legacy
+// default stream (CU_STREAM_NON_BLOCKING), destroyed by the destructor.
+// Move-only. Needs a current context. Throws DriverError.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream get() const noexcept { return stream_; }
+
+ private:
+  CUstream stream_ = nullptr;
+};
+
+// A CUDA graph of the work that one function enqueues on a stream, captured
+// and instantiated once, then replayed with launch(): what serving engines do
+// with a decode step. Move-only; the destructor frees it.
+//
+//   moejit::device::Stream s;
+//   auto g = moejit::device::Graph::capture(s.get(), [&] { layer.run(weights, args, s.get()); });
+//   g.launch(s.get());                       // replays every launch of run(), same pointers
+//   moejit::device::synchronize(s.get());
+//
+// A replay reads and writes the same device memory as the captured calls did
+// (the arguments are baked in). MoeLayer::run captures: after prewarm it
+// allocates, synchronizes and compiles nothing.
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph();
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Puts `stream` in capture mode (CU_STREAM_CAPTURE_MODE_GLOBAL: a call that
+  // is illegal while any stream captures, such as an allocation or a
+  // synchronization, fails with the driver's error), runs enqueue(), ends the
+  // capture and instantiates the graph. The legacy default stream cannot be
+  // captured: stream == nullptr throws InvalidArgument. If enqueue() throws,
+  // the capture is ended and discarded and the exception propagates.
+  // Throws DriverError.
+  static Graph capture(CUstream stream, const std::function<void()>& enqueue);
+
+  // Enqueues one replay on `stream` (any stream of the context; nullptr: the
+  // legacy default stream). Throws InvalidArgument on an empty Graph, DriverError.
+  void launch(CUstream stream) const;
+
+  explicit operator bool() const noexcept { return exec_ != nullptr; }
+
+ private:
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
 };
 
 }  // namespace moejit::device

@@ -10,6 +10,8 @@
 typedef struct CUstream_st* CUstream;
 typedef struct CUfunc_st* CUfunction;
 typedef struct CUctx_st* CUcontext;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphExec_st* CUgraphExec;
 typedef unsigned long long CUdeviceptr_v2;
 
 namespace moejit {

@@ -29,7 +29,9 @@ namespace moejit::driver {
   X(cuMemsetD8_v2) X(cuMemsetD32_v2) X(cuMemsetD8Async) X(cuMemsetD32Async)           \
   X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamSynchronize)                      \
   X(cuEventCreate) X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventSynchronize)        \
-  X(cuEventElapsedTime_v2)
+  X(cuEventElapsedTime_v2)                                                             \
+  X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)    \
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 // Function pointers of libcuda, filled once by dlsym.
 struct CudaApi {

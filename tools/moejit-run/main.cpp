@@ -17,7 +17,11 @@
 //               (stream_hold.hpp), so the layer's launches (four, or three where the
 //               decode GEMMs route themselves) are queued before the
 //               first event: the GPU's execution of the layer alone, what a
-//               serving engine sees when it enqueues ahead or replays a graph.
+//               serving engine sees when it enqueues ahead.
+//   graph_us  : events around one replay of the layer captured in a CUDA
+//               graph (moejit/device.hpp Graph; three graphs, one per input
+//               set, replayed in turn like the eager runs), on an idle GPU:
+//               what an engine that captures its decode step sees.
 // The bandwidth, TFLOP/s and floor columns use time_us.
 //
 // Exit codes (docs/exit-codes.md): 0 ok, 1 a check failed, 2 bad arguments,
@@ -36,6 +40,7 @@
 #include "driver/cuda_api.hpp"
 #include "common/layer_data.hpp"
 #include "moejit/bucketing.hpp"
+#include "moejit/device.hpp"
 #include "moejit/error.hpp"
 #include "moejit/model.hpp"
 #include "moejit/moe_layer.hpp"
@@ -54,6 +59,7 @@ struct Row {
   double us, queued_us, weight_tbps, tflops, floor_us, err;
   std::uint32_t experts_hit;
   double step_us[4];  // route, gate_up, down, combine (medians, timed separately)
+  double graph_us;    // one replay of the layer captured in a CUDA graph (median)
 };
 
 double median(std::vector<float> v) {
@@ -221,6 +227,25 @@ int main(int argc, char** argv) {
       };
       const std::vector<float> ms = time_layer(false);
       const std::vector<float> qms = time_layer(true);
+      // Replays of the layer captured in a graph, one graph per input set.
+      std::vector<float> gms;
+      {
+        moejit::device::Stream gs;
+        std::vector<moejit::device::Graph> graphs;
+        for (int i = 0; i < 3; ++i)
+          graphs.push_back(moejit::device::Graph::capture(gs.get(), [&] { layer.run(weights, runs[i]->args, gs.get()); }));
+        for (int i = 0; i < 3; ++i) graphs[i].launch(gs.get());
+        moejit::device::synchronize(gs.get());
+        for (int i = 0; i < iters; ++i) {
+          MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, gs.get()));
+          graphs[i % 3].launch(gs.get());
+          MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, gs.get()));
+          MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
+          float t = 0;
+          MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
+          gms.push_back(t);
+        }
+      }
       // Per-step medians: each step timed alone between events.
       double step_us[4];
       for (int step = 0; step < 4; ++step) {
@@ -251,19 +276,21 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * rows_ * (n1 * shape.hidden + double(shape.hidden) * shape.intermediate);
       const double floor_us = std::max(wbytes / (copy_tbps * 1e12), flops / (bf16_tflops * 1e12)) * 1e6;
       rows.push_back({T, us, median(qms) * 1e3, wbytes / (us * 1e-6) / 1e12, flops / (us * 1e-6) / 1e12, floor_us, err,
-                      static_cast<std::uint32_t>(hit.size()), {step_us[0], step_us[1], step_us[2], step_us[3]}});
+                      static_cast<std::uint32_t>(hit.size()), {step_us[0], step_us[1], step_us[2], step_us[3]},
+                      median(gms) * 1e3});
     }
-    std::printf("\n%7s %8s %11s %12s %10s %10s %9s %10s %11s\n", "T", "experts", "time_us", "weight_TB/s", "TFLOP/s",
-                "floor_us", "of_floor", "rel_err", "queued_us");
+    std::printf("\n%7s %8s %11s %12s %10s %10s %9s %10s %11s %10s\n", "T", "experts", "time_us", "weight_TB/s", "TFLOP/s",
+                "floor_us", "of_floor", "rel_err", "queued_us", "graph_us");
     for (const auto& r : rows)
-      std::printf("%7u %8u %11.1f %12.2f %10.1f %10.1f %8.0f%% %10.2e %11.1f\n", r.T, r.experts_hit, r.us,
-                  r.weight_tbps, r.tflops, r.floor_us, 100.0 * r.floor_us / r.us, r.err, r.queued_us);
+      std::printf("%7u %8u %11.1f %12.2f %10.1f %10.1f %8.0f%% %10.2e %11.1f %10.1f\n", r.T, r.experts_hit, r.us,
+                  r.weight_tbps, r.tflops, r.floor_us, 100.0 * r.floor_us / r.us, r.err, r.queued_us, r.graph_us);
     if (!json_path.empty()) {
       std::ofstream jf(json_path, std::ios::app);
       const char* tune = std::getenv("MOEJIT_GEMM_TUNE");
       for (const auto& r : rows) {
         nlohmann::json j{{"tool", "moejit-run"}, {"model", model}, {"quant", std::string(to_string(quant))},
                          {"T", r.T}, {"experts_hit", r.experts_hit}, {"time_us", r.us}, {"queued_us", r.queued_us},
+                         {"graph_us", r.graph_us},
                          {"weight_tbps", r.weight_tbps}, {"tflops", r.tflops}, {"floor_us", r.floor_us},
                          {"rel_err", r.err}, {"route_us", r.step_us[0]}, {"gate_up_us", r.step_us[1]},
                          {"down_us", r.step_us[2]}, {"combine_us", r.step_us[3]}, {"tune", tune ? tune : ""}};
