@@ -15,7 +15,7 @@
 #                single-2: (b) triton_bucketed + (c) moejit_cold + (d') moejit_pack; tp: the TP2 replay
 #                (2 GPUs, or --ranks-on-one-gpu); all: single + tp
 #   --quick      100 steps x 12 layers (default: 300 steps x 36 layers)
-#   --deadline-s the whole command ends within this many seconds (default 510): no replay process
+#   --deadline-s the whole command ends within this many seconds (default 500): no replay process
 #                starts after it, a running one is stopped (its finished cells are kept)
 #   --no-install use the moejit that python3 imports already (no wheel)
 # Writes to $OUT (default ./serving-out): log.txt, smoke.json + smoke.md, results.json + results.md.
@@ -24,7 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$SECONDS
 export MOEJIT_SERVING_COMMAND="bash bench/run-serving.sh $*"
-WHEEL="" TRITON="" PACKS="" PART="" SMOKE="" MODE="" ONE_GPU="" DEADLINE=510 INSTALL=1 MOCK="" EXTRA=()
+WHEEL="" TRITON="" PACKS="" PART="" SMOKE="" MODE="" ONE_GPU="" DEADLINE=500 INSTALL=1 MOCK="" EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --wheel) WHEEL="$2"; shift 2 ;;

@@ -408,7 +408,7 @@ def test_estimate_buckets_are_moejits():
 
 def test_every_part_of_the_full_run_fits_one_call():
     """The high estimate of each part of the full run (300 steps x 36 layers) stays inside the
-    deadline run-serving.sh gives a part (510 s) less the wheel install and the preflight; the
+    deadline run-serving.sh gives a command (500 s) less the wheel install and the preflight; the
     smoke inside two minutes; the full single part does not (so it is split)."""
     import serving_replay
     from serving import estimate, names
@@ -418,7 +418,7 @@ def test_every_part_of_the_full_run_fits_one_call():
         systems, max_num_tokens, mock = ",".join(names.SINGLE_ORDER), 8192, False
     parts = {p: serving_replay.part_estimate(p, serving_replay.FULL, A, steps) for p in ("single-1", "single-2",
                                                                                          "single")}
-    assert parts["single-1"]["high_s"] < 470 and parts["single-2"]["high_s"] < 470, \
+    assert parts["single-1"]["high_s"] < 460 and parts["single-2"]["high_s"] < 460, \
         {p: e["high_s"] for p, e in parts.items()}
     assert parts["single"]["high_s"] > 510
     assert {r["system"] for p in ("single-1", "single-2") for r in parts[p]["processes"]} == set(names.SYSTEMS)
