@@ -716,7 +716,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     r.add_argument("--triton-path", default="", help="folder holding triton_kernels/ (added to PYTHONPATH)")
     r.add_argument("--pack-dir", default="", help="folder with gpt-oss-120b-tp{1,2}-sm_90a.pack (moejit_pack)")
     r.add_argument("--ranks-on-one-gpu", action="store_true", help="TP: both ranks on GPU 0 (gloo)")
-    r.add_argument("--deadline-s", type=float, default=510,
+    r.add_argument("--deadline-s", type=float, default=500,
                    help="the run ends within this many seconds: no process starts after it, running ones stop")
     r.add_argument("--process-timeout-s", type=float, default=480)
     r.add_argument("--work-dir", default=None, help="where the temporary caches go (default: TMPDIR)")
