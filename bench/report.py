@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes the results page (docs/results.md) and its chart (docs/results.png)
 from the JSON lines of one benchmark run (bench/run.sh): moejit_bench rows,
-bench/peers.py rows and bench_launch rows. This script is the only way the page
-is made; rerun it after copying a new run's files into docs/results-data/:
+bench/peers.py rows and bench_launch rows, plus the sections of the runs kept in
+docs/results-data/mxfp4-vs-triton/ and docs/results-data/serving/ (the serving replay's
+results files, bench/run-serving.sh). This script is the only way the page is made;
+rerun it after copying a new run's files into docs/results-data/:
 
   python3 bench/report.py                       # docs/results-data/ -> docs/results.md + .png
   python3 bench/report.py --data DIR --out X.md --chart X.png
@@ -17,9 +19,12 @@ FP8 modes). The peer of a layer row is the sum of the peer's gate_up and down
 Without matplotlib the chart is skipped (the report says so).
 """
 import argparse
+import glob
 import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 PEER_OF_MODE = {
     "bf16": "torch._grouped_mm bf16",
@@ -263,6 +268,7 @@ def main():
         L.append("")
 
     L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
+    L.extend(serving_section(os.path.join(args.data, "serving")))
 
     if errors:
         L.append("## Rows that failed")
@@ -320,6 +326,17 @@ def mxfp4_vs_triton_section(folder):
              "kernels below (docs/kernels.md); the two columns differ only there.")
     L.append("")
     return L
+
+
+def serving_section(folder):
+    """The serving-trace replay on the GPU (bench/run-serving.sh): the results files of one
+    measurement (its parts: results-single-1.json, results-single-2.json, ...), merged."""
+    paths = sorted(glob.glob(os.path.join(folder, "*.json")))
+    if not paths:
+        return []
+    from serving import report as serving_report
+    rel = os.path.relpath(folder, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return serving_report.page_section(paths, rel) + [""]
 
 
 def make_chart(path, timed, peers, ceilings):

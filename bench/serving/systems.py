@@ -24,10 +24,9 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from . import shard
+from .names import COLD_SYSTEMS, SYSTEMS  # noqa: F401
 
 MODEL = "gpt-oss-120b"
-SYSTEMS = ("triton_exact", "triton_bucketed", "moejit_cold", "moejit_sealed", "moejit_pack")
-COLD_SYSTEMS = ("triton_exact", "moejit_cold")  # a clean state per cell
 
 
 def model_shape(tp: int = 1):
@@ -102,9 +101,15 @@ class System:
                 all_reduce(y, self.group)
         return n
 
-    def setup(self, max_num_tokens: int, inputs: Inputs) -> dict:
+    def setup(self, max_num_tokens: int, inputs: Inputs, buckets_to_warm: Optional[List[int]] = None) -> dict:
         """Warmup / prewarm before the trace (timed by the caller): what it did."""
         return {}
+
+    def check_output(self, inputs: Inputs, T: int) -> bool:
+        """One layer on the rows of T (outside the timed steps): every output element finite."""
+        n = self.rows(T)
+        y = self.layer(inputs.x[:n], inputs.logits[:n])
+        return bool(torch.isfinite(y).all().item())
 
     def new_cell(self, work_dir: Path) -> None:
         """Before each cell: a cold system starts from a clean state."""
@@ -166,6 +171,7 @@ class TritonOgs(System):
         self.b1, self.b2 = b1s.contiguous(), s["b2"].contiguous()
         del w1s, w2s, s
         torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()  # the bf16 staging (6.4 GB at tp 1) back to the device
         self.pc1 = PrecisionConfig(weight_scale=w1sc, flex_ctx=FlexCtx(rhs_data=InFlexData()))
         self.pc2 = PrecisionConfig(weight_scale=w2sc, flex_ctx=FlexCtx(rhs_data=InFlexData()))
         self.act = FusedActivation(FnSpecs("swiglu", triton_kernels.swiglu.swiglu_fn, ("alpha", "limit")),
@@ -198,16 +204,18 @@ class TritonBucketed(TritonOgs):
     name = "triton_bucketed"
     pads = True
 
-    def setup(self, max_num_tokens, inputs):
+    def setup(self, max_num_tokens, inputs, buckets_to_warm=None):
+        """One layer call at every bucket <= max_num_tokens (or at the given buckets)."""
         c0 = self.counters()[0]
-        for b in buckets(max_num_tokens):
+        bs = buckets(max_num_tokens) if buckets_to_warm is None else list(buckets_to_warm)
+        for b in bs:
             y = self.layer(inputs.x[:b], inputs.logits[:b])
             if self.tp > 1:
                 all_reduce(y, self.group)
         torch.cuda.synchronize(self.device)
-        n = len(buckets(max_num_tokens))
-        return {"what": f"one layer call at each of the {n} buckets <= {max_num_tokens}",
-                "compiled": self.counters()[0] - c0, "loaded": 0, "buckets": n}
+        what = (f"one layer call at each of the {len(bs)} buckets <= {max_num_tokens}" if buckets_to_warm is None
+                else f"one layer call at each of the {len(bs)} buckets the replayed steps use")
+        return {"what": what, "compiled": self.counters()[0] - c0, "loaded": 0, "buckets": len(bs)}
 
 
 # ------------------------------------------------------------------ moejit ---

@@ -12,6 +12,7 @@
 
 #include "bindings.hpp"
 #include "moejit/bucketing.hpp"
+#include "moejit/error.hpp"
 #include "moejit/key.hpp"
 #include "moejit/model.hpp"
 #include "moejit/moe_layer.hpp"
@@ -41,6 +42,16 @@ MoeLayerShape make_shape(std::uint32_t hidden, std::uint32_t intermediate, std::
   return s;
 }
 
+// A plan's target: one the kernels can be built for. Like moejit-prewarm --arch, anything but
+// sm_90a is refused here rather than kernel by kernel at compile time (the kernels use wgmma,
+// an sm_90a-only instruction, and Hopper features such as 227 KB of shared memory per CTA).
+Target plan_target(const std::string& text) {
+  const Target t = parse_target(text);  // InvalidArgument for a malformed target, naming it
+  if (t != Target{90, true})
+    throw InvalidArgument("target: '" + text + "': moejit's kernels are built for sm_90a (H100/H200) only");
+  return t;
+}
+
 PrewarmPlan make_plan_py(const ModelSpec& model, std::uint64_t max_num_tokens, const std::optional<std::string>& quant,
                          int tp, int ep, const std::string& target, int bucket_exponent) {
   PlanOptions o;
@@ -48,7 +59,7 @@ PrewarmPlan make_plan_py(const ModelSpec& model, std::uint64_t max_num_tokens, c
   o.max_num_tokens = max_num_tokens;
   o.tp = tp;
   o.ep = ep;
-  o.target = parse_target(target);
+  o.target = plan_target(target);
   o.bucket_exponent = bucket_exponent;
   return make_plan(model, o);
 }
@@ -154,7 +165,7 @@ void bind_plan(nb::module_& m) {
              for (const auto& w : weight_scales) p.weight_scales.push_back(parse_weight_scale(w));
              p.max_num_tokens = max_num_tokens;
              p.model_name = model_name;
-             p.target = parse_target(target);
+             p.target = plan_target(target);
              p.bucket_exponent = bucket_exponent;
              new (self) PrewarmPlan(std::move(p));
            },
@@ -192,7 +203,8 @@ void bind_plan(nb::module_& m) {
   m.def("plan", &make_plan_py, "model"_a, "max_num_tokens"_a = 8192, "quant"_a = nb::none(), "tp"_a = 1, "ep"_a = 1,
         "target"_a = "sm_90a", "bucket_exponent"_a = kDefaultBucketExponent,
         "The prewarm plan of one GPU for a model (same defaults as the C++ make_plan):\n"
-        "quant None = the checkpoint's (bf16 for an unquantized one); tp splits I, ep splits E.\n"
+        "quant None = the checkpoint's (bf16 for an unquantized one); tp splits I, ep splits E;\n"
+        "target 'sm_90a' (the only target the kernels are built for).\n"
         "Raises InvalidArgument naming the option and value.");
 
   m.def(

@@ -313,31 +313,38 @@ def test_prewarm_ranks_reports_a_failing_rank(tmp_path):
 
 # --------------------------------------------------------------- the tool ---
 
+TOOL = [sys.executable, str(BENCH / "serving_replay.py")]
+
+
+def run_tool(*args, env=None, timeout=300):
+    import os
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(TOOL + list(args), capture_output=True, text=True, timeout=timeout, env=e)
+
+
 def test_replay_tool_writes_traces_and_reports(tmp_path):
-    tool = [sys.executable, str(BENCH / "serving_replay.py")]
-    r = subprocess.run(tool + ["traces", "--out", str(tmp_path / "t.json"), "--steps", "40"], capture_output=True,
-                       text=True, timeout=120)
+    r = run_tool("traces", "--out", str(tmp_path / "t.json"), "--steps", "40")
     assert r.returncode == 0, r.stderr
     traces = trace.load(tmp_path / "t.json")
     assert [t.cell for t in traces] == list(trace.DEFAULT_CELLS) and all(len(t.tokens) == 40 for t in traces)
 
     steps = synthetic_steps()
     proc = {"system": "moejit_cold", "tp": 1, "rank": 0, "layers": 12, "cell": "1k/1k C=64",
-            "cells": [{"cell": "1k/1k C=64", "steps": steps, "summary": stats.summarize(steps)}]}
+            "cells": [{"cell": "1k/1k C=64", "steps": stats.to_columns(steps), "summary": stats.summarize(steps)}]}
     failed = {"system": "triton_exact", "tp": 2, "rank": 0, "layers": 12, "cell": "8k/1k C=16",
               "error": "ModuleNotFoundError: triton_kernels"}
-    results = {"command": "bench/serving_replay.py run --quick", "steps": 6, "layers": 12, "max_num_tokens": 8192,
-               "seed": 1, "processes": [proc, failed],
+    results = {"format": "moejit-serving-results", "command": "bench/serving_replay.py run --quick", "steps": 6,
+               "layers": 12, "max_num_tokens": 8192, "seed": 1, "processes": [proc, failed],
                "prewarm_ranks": prewarm_ranks_result_example()}
     (tmp_path / "results.json").write_text(json.dumps(results))
-    r = subprocess.run(tool + ["report", "--results", str(tmp_path / "results.json")], capture_output=True, text=True,
-                       timeout=120)
+    r = run_tool("report", "--results", str(tmp_path / "results.json"))
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "results.md").read_text()
     assert "(c) moejit, cold cache" in md and "failed: ModuleNotFoundError" in md
     assert "each kernel compiled once" in md and "Tensor parallel 2" in md
-    r = subprocess.run(tool + ["run", "--help"], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "--ranks-on-one-gpu" in r.stdout
+    r = run_tool("run", "--help")
+    assert r.returncode == 0 and "--ranks-on-one-gpu" in r.stdout and "--smoke" in r.stdout
 
 
 def prewarm_ranks_result_example():
@@ -346,3 +353,269 @@ def prewarm_ranks_result_example():
             "together": {"wall_s": 1.5, "distinct_kernels": 6, "compiled_sum": 6,
                          "ranks": [rank, dict(rank, disk_hits=3)]},
             "each_kernel_compiled_once": True}
+
+
+def test_step_columns_round_trip():
+    steps = synthetic_steps()
+    steps[4]["group_max"] = [1, 1]
+    back = stats.from_columns(json.loads(json.dumps(stats.to_columns(steps))))
+    for a, b in zip(steps, back):
+        for k, v in a.items():
+            assert b[k] == (pytest.approx(v) if isinstance(v, float) else v), k
+    assert stats.summarize(back)["stall_s"] == pytest.approx(stats.summarize(steps)["stall_s"])
+
+
+def test_replay_loop_times_a_stalled_step_again():
+    from serving import worker
+
+    class Fake:
+        """Compiles on the first T of each kind; a compile takes 50 ms, a step 1 ms."""
+        def __init__(self):
+            self.n, self.seen = 0, set()
+
+        def counters(self):
+            return self.n, 0
+
+        def step(self, inputs, T):
+            import time
+            if T not in self.seen:
+                self.seen.add(T)
+                self.n += 2
+                time.sleep(0.05)
+            time.sleep(0.001)
+            return T
+    recs = worker.replay(Fake(), None, [8, 8, 64, 8, 64, 128], lambda: None, lambda: None, lambda f: f)
+    assert [r["compiles"] for r in recs] == [2, 0, 2, 0, 0, 2]
+    assert [r["first_call"] for r in recs] == [True, False, True, False, False, True]
+    for r in recs:
+        if r["first_call"]:
+            assert r["steady_s"] < 0.03 < r["wall_s"]  # the re-run meets no compile
+        else:
+            assert r["steady_s"] is None
+    s = stats.summarize(recs)
+    assert s["stall_steps"] == 3 and 0.12 < s["stall_s"] < 0.5
+    # A peer rank's compile makes the step a first call here too (group_max), with no compile of its own.
+    recs = worker.replay(Fake(), None, [8], lambda: None, lambda: None, lambda f: [f[0], 5], tp=2)
+    assert recs[0]["group_max"] == [2, 5]
+
+
+def test_estimate_buckets_are_moejits():
+    from serving import estimate
+    for n in (1, 17, 1000, 8192, 20000):
+        assert estimate.bucket_set(n) == sorted(moejit.prewarm_set(n)), n
+    assert all(estimate._round_up(t) == moejit.round_up_tokens(t) for t in range(1, 20001))
+
+
+def test_every_part_of_the_full_run_fits_one_call():
+    """The high estimate of each part of the full run (300 steps x 36 layers) stays inside the
+    deadline run-serving.sh gives a command (500 s) less the wheel install and the preflight; the
+    smoke inside two minutes; the full single part does not (so it is split)."""
+    import serving_replay
+    from serving import estimate, names
+    steps = {c.name: trace.make_trace(c, trace.TraceOptions(max_steps=300)).tokens for c in trace.DEFAULT_CELLS}
+
+    class A:
+        systems, max_num_tokens, mock = ",".join(names.SINGLE_ORDER), 8192, False
+    parts = {p: serving_replay.part_estimate(p, serving_replay.FULL, A, steps) for p in ("single-1", "single-2",
+                                                                                         "single")}
+    assert parts["single-1"]["high_s"] < 460 and parts["single-2"]["high_s"] < 460, \
+        {p: e["high_s"] for p, e in parts.items()}
+    assert parts["single"]["high_s"] > 510
+    assert {r["system"] for p in ("single-1", "single-2") for r in parts[p]["processes"]} == set(names.SYSTEMS)
+    smoke_cells = [trace.Cell.parse(serving_replay.SMOKE["cells"])]
+    smoke_steps = {c.name: trace.make_trace(c, trace.TraceOptions(max_steps=10)).tokens for c in smoke_cells}
+    smoke = serving_replay.part_estimate("single", serving_replay.SMOKE, A, smoke_steps, "trace", True, smoke_cells)
+    assert smoke["high_s"] < 90, estimate.text(smoke, "smoke")
+    # triton_exact's stalls: one new specialization per distinct T of its cell, each re-run once.
+    ex = next(r for r in parts["single-1"]["processes"] if r["process"] == "triton_exact-1024-1024-c4")
+    distinct = len(set(steps["1k/1k C=4"]))
+    assert ex["stalls"][1] >= distinct * estimate.COMPILE_S[1]
+
+
+@pytest.mark.parametrize("name,ok", [
+    ("moejit-0.1.0-cp312-cp312-linux_x86_64.whl", (3, 12)),
+    ("moejit-0.1.0-cp311-cp311-linux_x86_64.whl", (3, 11)),
+    ("moejit-0.1.0-cp312-abi3-linux_x86_64.whl", (3, 13)),
+])
+def test_wheel_tags(name, ok):
+    import serving_replay
+    assert serving_replay.wheel_ok(name, ok, "x86_64") is None
+    assert "this python is 3.10" in serving_replay.wheel_ok(name, (3, 10), "x86_64")
+    assert "aarch64" in serving_replay.wheel_ok(name, ok, "aarch64")
+
+
+def test_pick_wheel_takes_this_pythons_and_says_what_is_missing(tmp_path):
+    v = sys.version_info
+    mine = tmp_path / f"moejit-0.1.0-cp{v.major}{v.minor}-cp{v.major}{v.minor}-linux_x86_64.whl"
+    other = tmp_path / "moejit-0.1.0-cp27-cp27mu-linux_x86_64.whl"
+    other.write_text("")
+    r = run_tool("pick-wheel", str(tmp_path / "moejit-*.whl"))
+    assert r.returncode == 3 and f"this python is {v.major}.{v.minor}" in r.stderr and "PYTHONS=" in r.stderr
+    mine.write_text("")
+    r = run_tool("pick-wheel", str(tmp_path / "moejit-*.whl"))
+    assert r.returncode == 0 and r.stdout.strip() == str(mine)
+    r = run_tool("pick-wheel", str(tmp_path / "nothing-*.whl"))
+    assert r.returncode == 3 and "no file matches" in r.stderr
+
+
+def test_check_pack_names_a_missing_pack(tmp_path):
+    r = run_tool("check-pack", "--pack-dir", str(tmp_path), "--tp", "1")
+    assert r.returncode == 1 and "FAIL tp1" in r.stdout and "no such file" in r.stdout
+
+
+def test_every_bench_python_file_compiles():
+    files = sorted(BENCH.glob("*.py")) + sorted((BENCH / "serving").glob("*.py"))
+    assert len(files) >= 12
+    for f in files:
+        compile(f.read_text(), str(f), "exec")  # a syntax error fails here, without running the module
+
+
+# ------------------------------------------------ the whole path, mocked ---
+
+def mock_run(tmp_path, *args, env=None, timeout=300):
+    out = tmp_path / "out"
+    r = run_tool("run", "--mock", "--out", str(out), "--pack-dir", str(tmp_path / "packs"), *args, env=env,
+                 timeout=timeout)
+    return r, out
+
+
+def test_mock_smoke_runs_every_system_and_passes(tmp_path):
+    from serving import mock
+    r, out = mock_run(tmp_path, "--smoke")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["log.txt", "smoke.json", "smoke.md"]
+    res = json.loads((out / "smoke.json").read_text())
+    assert res["format"] == "moejit-serving-results" and res["mock"] and res["name"] == "smoke"
+    by = {p["system"]: p for p in res["processes"]}
+    assert set(by) == {"triton_exact", "triton_bucketed", "moejit_cold", "moejit_sealed", "moejit_pack"}
+    steps = res["traces"]["8k/1k C=64"]
+    assert len(steps) == 10
+    for p in by.values():
+        assert not p.get("error"), p
+        c = p["cells"][0]
+        assert c["cell"] == "8k/1k C=64" and c["finite"] and c["summary"]["steps"] == 10
+        assert stats.from_columns(c["steps"])[0]["T"] == steps[0]
+    ex = by["triton_exact"]["cells"][0]["summary"]
+    assert ex["compiles"] == len(set(steps)) and ex["stall_s"] >= 0.5 * mock.STALL_S * len(set(steps))
+    bu = by["triton_bucketed"]
+    assert bu["setup"]["compiled"] == len({moejit.round_up_tokens(t) for t in steps})
+    assert bu["cells"][0]["summary"]["compiles"] == 0 and bu["cells"][0]["summary"]["padding_share"] > 0
+    for s in ("moejit_sealed", "moejit_pack"):
+        assert by[s]["cells"][0]["summary"]["compiles"] == 0 and by[s]["info"]["misses_after_seal"] == 0
+    assert by["moejit_cold"]["cells"][0]["summary"]["compiles"] > 0
+    log = (out / "log.txt").read_text()
+    assert log.count("smoke PASS") == 5 and "SMOKE PASSED" in log
+    assert "--part single-1: expected" in log and "--part single-2: expected" in log
+    assert "preflight PASS moejit" in log
+    md = (out / "smoke.md").read_text()
+    assert "MOCK RUN" in md and sum(ln.startswith("| 8k/1k C=64 |") for ln in md.splitlines()) == 5
+
+
+def test_mock_failure_and_timeout_are_reported_and_the_rest_runs(tmp_path):
+    r, out = mock_run(tmp_path, "--quick", "--part", "single-2", "--steps", "5", "--process-timeout-s", "3",
+                      env={"MOEJIT_SERVING_MOCK_FAIL": "moejit_cold", "MOEJIT_SERVING_MOCK_HANG": "moejit_pack"})
+    assert r.returncode == 1
+    res = json.loads((out / "results.json").read_text())
+    by = {p["system"]: p for p in res["processes"]}
+    assert "failure injected" in by["moejit_cold"]["error"] and "(at stage weights)" in by["moejit_cold"]["error"]
+    assert "timeout" in by["moejit_pack"]["error"]
+    assert not by["triton_bucketed"].get("error") and len(by["triton_bucketed"]["cells"]) == 3
+    md = (out / "results.md").read_text()
+    assert md.count("| failed:") == 2 and "Processes that failed" in md
+
+
+def test_mock_deadline_skips_what_does_not_fit(tmp_path):
+    r, out = mock_run(tmp_path, "--quick", "--part", "single-1", "--deadline-s", "2")
+    assert r.returncode == 1
+    res = json.loads((out / "results.json").read_text())
+    assert res["processes"] and all("skipped" in p["error"] for p in res["processes"])
+    assert "WARNING: even the low estimate" in (out / "log.txt").read_text() or res["estimate"]["low_s"] <= 2
+
+
+def run_serving(tmp_path, *args, env=None):
+    import os
+    e = dict(os.environ, OUT=str(tmp_path / "out"), PYTHON=sys.executable, TMPDIR=str(tmp_path))
+    e.update(env or {})
+    return subprocess.run(["bash", str(BENCH / "run-serving.sh"), "--no-install", "--mock", *args],
+                          capture_output=True, text=True, timeout=300, env=e), tmp_path / "out"
+
+
+def test_run_serving_smoke_then_a_part_in_one_call(tmp_path):
+    r, out = run_serving(tmp_path, "--smoke", "--part", "single-2", "--quick")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["log.txt", "results.json", "results.md", "smoke.json", "smoke.md"]
+    assert len(files) <= 8 and not any("=" in f for f in files)
+    res = json.loads((out / "results.json").read_text())
+    assert res["part"] == "single-2" and res["command"].startswith("bash bench/run-serving.sh")
+    assert {p["system"] for p in res["processes"]} == {"triton_bucketed", "moejit_cold", "moejit_pack"}
+    log = (out / "log.txt").read_text()
+    assert "SMOKE PASSED" in log and "run-serving: exit 0" in log
+    assert not list(tmp_path.glob("moejit-serving.*")), "the work folder is removed"
+
+
+def test_run_serving_stops_after_a_failed_smoke(tmp_path):
+    r, out = run_serving(tmp_path, "--smoke", "--part", "single-1", env={"MOEJIT_SERVING_MOCK_FAIL": "triton_exact"})
+    assert r.returncode == 1
+    assert not (out / "results.json").exists()
+    log = (out / "log.txt").read_text()
+    assert "SMOKE FAILED" in log and "smoke FAIL triton_exact" in log and "part single-1 not started" in log
+
+
+def test_run_serving_usage_errors(tmp_path):
+    r, _ = run_serving(tmp_path, "--part", "nope")
+    assert r.returncode == 2 and "--part nope" in r.stderr
+    import os
+    e = dict(os.environ, OUT=str(tmp_path / "o"), PYTHON=sys.executable)
+    r = subprocess.run(["bash", str(BENCH / "run-serving.sh"), "--smoke"], capture_output=True, text=True, env=e,
+                       timeout=60)
+    assert r.returncode == 2 and "no --wheel" in r.stdout
+
+
+def test_results_page_section_from_the_replays_json(tmp_path):
+    """bench/report.py makes the results page's serving section from the results files of the
+    parts kept in docs/results-data/serving/ (here from a mock run of both parts)."""
+    import shutil
+    runs = []
+    for part in ("single-1", "single-2"):
+        r, out = mock_run(tmp_path / part, "--quick", "--part", part, "--steps", "8")
+        assert r.returncode == 0, r.stdout[-2000:]
+        runs.append(out / "results.json")
+    data = tmp_path / "data"
+    (data / "serving").mkdir(parents=True)
+    for f in ("moejit.jsonl", "peers.jsonl", "launch.jsonl"):
+        shutil.copy(BENCH.parent / "docs" / "results-data" / f, data / f)
+    for part, p in zip(("single-1", "single-2"), runs):
+        shutil.copy(p, data / "serving" / f"results-{part}.json")
+    page = tmp_path / "results.md"
+    r = subprocess.run([sys.executable, str(BENCH / "report.py"), "--data", str(data), "--out", str(page),
+                        "--chart", ""], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    md = page.read_text()
+    sec = md[md.index("## Serving-trace replay on the GPU"):]
+    assert "Mock run" in sec and "results-single-1.json, results-single-2.json" in sec
+    for cell in ("1k/1k C=64", "1k/1k C=4", "8k/1k C=64"):
+        for title in stats.SYSTEM_TITLES.values():
+            assert f"| {cell} | {title} |" in sec, (cell, title)
+    assert "## gpt-oss-120b" in md  # the rest of the page is still made
+
+
+def test_moejit_system_weights_have_the_layers_layouts():
+    """systems.random_mxfp4_weights makes what MoeLayer.set_weights takes for the replayed layer
+    (on the CPU here: the same code as on the GPU)."""
+    torch = pytest.importorskip("torch")
+    from serving import systems
+    spec, shape = systems.model_shape(1)
+    assert spec.name == systems.MODEL and (shape.gate_up_bias, shape.down_bias) == ("bf16", "bf16")
+    small = moejit.MoeLayerShape(hidden=64, intermediate=64, experts=3, top_k=2, act="swiglu_oai", alpha=1.702,
+                                 limit=7.0, gate_up_bias="bf16", down_bias="bf16")
+    w = systems.random_mxfp4_weights(small, torch.device("cpu"), seed=1)
+    E, D, I = 3, 64, 64
+    want = {"w1": ((E, 2 * I, D // 2), torch.uint8), "w1_scales": ((E, 2 * I, D // 32), torch.uint8),
+            "b1": ((E, 2 * I), torch.bfloat16), "w2": ((E, D, I // 2), torch.uint8),
+            "w2_scales": ((E, D, I // 32), torch.uint8), "b2": ((E, D), torch.bfloat16)}
+    assert {k: (tuple(v.shape), v.dtype) for k, v in w.items()} == want
+    assert int(w["w1_scales"].min()) >= 121 and int(w["w1_scales"].max()) <= 123  # 2^-6 .. 2^-4
+    x = systems.Inputs(16, D, E, torch.device("cpu"))
+    assert x.x.dtype == torch.bfloat16 and tuple(x.logits.shape) == (16, E)
+    assert systems.buckets(8192) == sorted(moejit.prewarm_set(8192))

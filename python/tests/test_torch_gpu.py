@@ -183,6 +183,24 @@ def test_bad_tensors_name_the_argument(gpt_oss_20b):
         layer(x, ids, gamma.cpu())
     with pytest.raises(moejit.InvalidArgument, match=r"^topk_ids: expected shape"):
         layer(x, ids[:, :2].contiguous(), gamma)
+    T, D = x.shape
+    with pytest.raises(moejit.InvalidArgument, match=r"^out: expected dtype torch.bfloat16"):
+        layer.run(x, ids, gamma, out=torch.empty((T, D), dtype=torch.float32, device=DEV))
+    with pytest.raises(moejit.InvalidArgument, match=r"^out: expected shape"):
+        layer.run(x, ids, gamma, out=torch.empty((T + 1, D), dtype=torch.bfloat16, device=DEV))
+    with pytest.raises(moejit.InvalidArgument, match=r"^out: rows must be contiguous"):
+        layer.run(x, ids, gamma, out=torch.empty((T, 2 * D), dtype=torch.bfloat16, device=DEV)[:, ::2])
+    with pytest.raises(moejit.InvalidArgument, match=r"^topk_ids: expected a contiguous tensor"):
+        layer.run(x, ids.t().contiguous().t(), gamma)
+    with pytest.raises(moejit.InvalidArgument, match=r"^x: rows must be contiguous"):
+        layer.run(torch.zeros((T, 2 * D), dtype=torch.bfloat16, device=DEV)[:, ::2], ids, gamma)
+    # Rows apart (a row stride above D) are taken as they are, into an out with its own row stride.
+    wide = torch.zeros((T, 3 * D), dtype=torch.bfloat16, device=DEV)
+    wide[:, D:2 * D] = x
+    out_wide = torch.full((T, 2 * D), float("nan"), dtype=torch.bfloat16, device=DEV)
+    layer.run(wide[:, D:2 * D], ids, gamma, out=out_wide[:, :D])
+    assert torch.equal(out_wide[:, :D].view(torch.int16), layer.run(x, ids, gamma).view(torch.int16))
+    assert torch.isnan(out_wide[:, D:].float()).all()
     with pytest.raises(moejit.InvalidArgument, match="max_num_tokens"):
         big = torch.zeros((4097, layer.shape.hidden), dtype=torch.bfloat16, device=DEV)
         layer(big, torch.zeros((4097, 4), dtype=torch.int32, device=DEV),
