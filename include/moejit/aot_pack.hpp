@@ -11,7 +11,7 @@
 
 namespace moejit {
 
-// Writes the kernels of enumerate_keys(plan) to `out` (crash-safe publish,
+// Writes the kernels of enumerate_keys(plan, runtime.gemm_tuning()) to `out` (crash-safe publish,
 // then mode 0444), compiling or loading each through `runtime` first (run
 // prewarm() before to compile on a thread pool). Returns the number of keys.
 // Throws InvalidArgument (invalid plan), CompileError / DriverError (a kernel

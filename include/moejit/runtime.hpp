@@ -11,6 +11,7 @@
 
 #include "moejit/key.hpp"
 #include "moejit/kernel_source.hpp"
+#include "moejit/tuning.hpp"
 #include "moejit/types.hpp"
 
 namespace moejit {
@@ -65,6 +66,14 @@ struct RuntimeOptions {
   // whose layout cannot be completed (read-only file system, no permission) is
   // opened this way by itself, with one warning.
   bool read_only_cache = false;
+
+  // Tile overrides of the MXFP4 grouped GEMMs (moejit/tuning.hpp). Every
+  // kernel this runtime generates, every MoeLayer on it and prewarm through it
+  // use it. unset = MOEJIT_GEMM_TUNE (parsed once per process; empty when
+  // unset). The constructor throws InvalidArgument for a number outside 1..16
+  // (naming the field and value) or a bad MOEJIT_GEMM_TUNE item (naming it).
+  // Ignored by a custom `generator` (it sees only keys).
+  std::optional<GemmTuning> gemm_tuning;
 };
 
 // Resource report of one compiled kernel, parsed from ptxas's -v output.
@@ -157,6 +166,9 @@ class Runtime {
 
   RuntimeStats stats() const;
   const std::filesystem::path& cache_dir() const noexcept;
+  // The GEMM tuning this runtime's kernels follow (RuntimeOptions::gemm_tuning
+  // or MOEJIT_GEMM_TUNE); empty for the heuristic's own choices.
+  const GemmTuning& gemm_tuning() const noexcept;
 
  private:
   friend struct RuntimeAccess;  // internal: src/runtime/runtime_access.hpp (bench, tests)

@@ -14,6 +14,7 @@
 #include "moejit/error.hpp"
 #include "moejit/prewarm.hpp"
 #include "moejit/runtime.hpp"
+#include "moejit/tuning.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -99,12 +100,14 @@ void bind_runtime(nb::module_& m) {
                       "Every argument None takes the C++ default and its environment variable:\n"
                       "cache_dir $MOEJIT_CACHE_DIR (else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit),\n"
                       "seal_policy 'strict' if MOEJIT_STRICT=1 else 'warn', pack $MOEJIT_CACHE_PACK,\n"
-                      "allow_shared_cache MOEJIT_CACHE_ALLOW_SHARED=1, max_cache_bytes $MOEJIT_CACHE_MAX_BYTES.")
+                      "allow_shared_cache MOEJIT_CACHE_ALLOW_SHARED=1, max_cache_bytes $MOEJIT_CACHE_MAX_BYTES,\n"
+                      "gemm_tuning $MOEJIT_GEMM_TUNE (its text form, e.g. 'decode.kw=2,prefill.stages=4';\n"
+                      "C++ GemmTuning). A bad value raises InvalidArgument naming the field or item.")
       .def("__init__",
            [](Runtime* self, const std::optional<std::filesystem::path>& cache_dir, bool use_disk_cache,
               const std::optional<std::string>& seal_policy, const std::optional<std::filesystem::path>& pack,
               const std::string& pack_target, std::optional<bool> allow_shared_cache,
-              std::optional<std::uint64_t> max_cache_bytes) {
+              std::optional<std::uint64_t> max_cache_bytes, const std::optional<std::string>& gemm_tuning) {
              RuntimeOptions o;
              if (cache_dir) o.cache_dir = *cache_dir;
              o.use_disk_cache = use_disk_cache;
@@ -113,13 +116,17 @@ void bind_runtime(nb::module_& m) {
              o.pack_target = pack_target;
              o.allow_shared_cache = allow_shared_cache;
              o.max_cache_bytes = max_cache_bytes;
+             if (gemm_tuning) o.gemm_tuning = parse_gemm_tuning(*gemm_tuning);
              new (self) Runtime(std::move(o));
            },
            "cache_dir"_a = nb::none(), "use_disk_cache"_a = true, "seal_policy"_a = nb::none(), "pack"_a = nb::none(),
-           "pack_target"_a = "", "allow_shared_cache"_a = nb::none(), "max_cache_bytes"_a = nb::none())
+           "pack_target"_a = "", "allow_shared_cache"_a = nb::none(), "max_cache_bytes"_a = nb::none(),
+           "gemm_tuning"_a = nb::none())
       .def_static("global_runtime", &Runtime::global, nb::rv_policy::reference,
                   "The process-wide runtime built from the environment on first use.")
       .def_prop_ro("cache_dir", [](const Runtime& r) { return r.cache_dir(); })
+      .def_prop_ro("gemm_tuning", [](const Runtime& r) { return to_string(r.gemm_tuning()); },
+                   "The GEMM tuning its kernels follow, as MOEJIT_GEMM_TUNE text ('' = the heuristic's own).")
       .def("seal", &Runtime::seal,
            "From now on a kernel not yet in memory is a miss after seal: counted and logged (strict: raised).")
       .def_prop_ro("sealed", &Runtime::sealed)

@@ -29,7 +29,7 @@ std::string plan_json(const PrewarmPlan& plan) {
 
 std::size_t write_aot_pack(Runtime& runtime, const PrewarmPlan& plan, const std::filesystem::path& out) {
   if (out.empty()) throw InvalidArgument("write_aot_pack: out must be a file path, got an empty path");
-  const std::vector<SpecKey> keys = enumerate_keys(plan);
+  const std::vector<SpecKey> keys = enumerate_keys(plan, runtime.gemm_tuning());
   cache::PackManifest m;
   std::vector<cache::Entry> entries;
   entries.reserve(keys.size());

@@ -15,6 +15,10 @@ using runtime::KernelSlot;
 using runtime::KeySlot;
 using runtime::SlotState;
 
+KernelSource Runtime::Impl::generate(const SpecKey& key) const {
+  return options.generator ? options.generator(key) : codegen::generate(key, tuning);
+}
+
 namespace {
 
 // Why 120 s: an NVRTC compile of a large GEMM takes seconds; a peer holding the
@@ -107,7 +111,7 @@ KernelSlot* Runtime::Impl::resolve(const SpecKey& key, const Hash128& key_hash, 
 
   try {
     if (sealed.load(std::memory_order_acquire)) on_miss_after_seal(key);
-    KernelSource src = options.generator ? options.generator(key) : codegen::generate(key);
+    KernelSource src = generate(key);
     cache::AddressPayload payload = cache::make_payload(src, key.target, nvrtc_version_text());
     const Hash128 address = payload.address();
 
@@ -202,7 +206,7 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::load_from_disk(const Hash12
 }
 
 std::shared_ptr<const CompiledKernel> Runtime::Impl::find_cached(const SpecKey& key, CompiledKernel::Origin& origin) {
-  KernelSource src = options.generator ? options.generator(key) : codegen::generate(key);
+  KernelSource src = generate(key);
   cache::AddressPayload payload = cache::make_payload(src, key.target, nvrtc_version_text());
   const Hash128 address = payload.address();
   {

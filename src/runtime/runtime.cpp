@@ -12,6 +12,8 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
   util::logger();  // Why first: the logger must outlive this object at static destruction.
   cache_dir = options.cache_dir.empty() ? util::env::cache_dir() : options.cache_dir;
   policy = options.seal_policy.value_or(util::env::strict() ? SealPolicy::strict : SealPolicy::warn);
+  if (options.gemm_tuning) check_gemm_tuning(*options.gemm_tuning);
+  tuning = options.gemm_tuning ? *options.gemm_tuning : util::env::gemm_tuning();
   if (options.use_disk_cache) open_disk_cache();
   mount_pack();
 }
@@ -191,6 +193,8 @@ void Runtime::seal() {
 bool Runtime::sealed() const noexcept { return impl_->sealed.load(std::memory_order_acquire); }
 SealPolicy Runtime::seal_policy() const noexcept { return impl_->policy; }
 const std::filesystem::path& Runtime::cache_dir() const noexcept { return impl_->cache_dir; }
+
+const GemmTuning& Runtime::gemm_tuning() const noexcept { return impl_->tuning; }
 
 RuntimeStats Runtime::stats() const {
   RuntimeStats s;

@@ -22,6 +22,7 @@ struct Runtime::Impl {
 
   RuntimeOptions options;
   std::filesystem::path cache_dir;
+  GemmTuning tuning;  // options.gemm_tuning, else MOEJIT_GEMM_TUNE
   SealPolicy policy = SealPolicy::warn;
   std::optional<cache::DiskCache> disk;  // unset: in-memory only (option, or unusable directory)
   bool process_global = false;
@@ -58,6 +59,10 @@ struct Runtime::Impl {
   double compile_ms_total = 0.0;        // under pending_mu
   cache::PersistentStats pending;       // under pending_mu; flushed to stats.json
   unsigned pending_events = 0;
+
+  // The key's translation unit: options.generator, else the library's
+  // families under `tuning`. Throws InvalidArgument for a key it cannot implement.
+  KernelSource generate(const SpecKey& key) const;
 
   // Hot path: the ready KernelSlot for key, or nullptr. No allocation, no
   // formatting; takes map_mu shared.
