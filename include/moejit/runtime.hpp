@@ -11,6 +11,7 @@
 
 #include "moejit/key.hpp"
 #include "moejit/kernel_source.hpp"
+#include "moejit/stats.hpp"
 #include "moejit/tuning.hpp"
 #include "moejit/types.hpp"
 
@@ -62,7 +63,7 @@ struct RuntimeOptions {
   // Never write to the cache directory (no publish, quarantine, last-use stamp,
   // statistics, temp sweep): a cache baked into a container image or on a
   // read-only export. Its valid entries are served; misses compile into memory
-  // (RuntimeStats::publish_failures counts them). An existing cache directory
+  // (Stats::publish_failures counts them). An existing cache directory
   // whose layout cannot be completed (read-only file system, no permission) is
   // opened this way by itself, with one warning.
   bool read_only_cache = false;
@@ -115,14 +116,9 @@ struct KernelRef {
   LaunchContract launch;
 };
 
-struct RuntimeStats {
-  std::uint64_t memory_hits = 0, disk_hits = 0, compiles = 0, compile_failures = 0;
-  std::uint64_t quarantined = 0, misses_after_seal = 0, module_loads = 0;
-  std::uint64_t pack_hits = 0;       // kernels served by the AOT pack (also counted in disk_hits)
-  std::uint64_t evicted = 0;         // entries evicted by the size cap after this runtime's publishes
-  std::uint64_t publish_failures = 0;  // compiled but not persisted (kept in memory)
-  double compile_ms_total = 0.0;
-};
+// This runtime's counters since its construction (moejit/stats.hpp: every
+// counter with its stable id; pack_hits are also counted in disk_hits).
+using RuntimeStats = Stats;
 
 class Runtime {
  public:

@@ -14,6 +14,7 @@
 #include "moejit/error.hpp"
 #include "moejit/prewarm.hpp"
 #include "moejit/runtime.hpp"
+#include "moejit/stats.hpp"
 #include "moejit/tuning.hpp"
 
 namespace nb = nanobind;
@@ -29,19 +30,11 @@ std::optional<SealPolicy> parse_policy(const std::optional<std::string>& s) {
   throw InvalidArgument("seal_policy: expected 'warn' or 'strict', got '" + *s + "'");
 }
 
-nb::dict stats_dict(const RuntimeStats& s) {
+// Every counter by its stable string id (moejit/stats.hpp), then compile_ms_total.
+nb::dict stats_dict(const Stats& s) {
   nb::dict d;
-  d["memory_hits"] = s.memory_hits;
-  d["disk_hits"] = s.disk_hits;
-  d["compiles"] = s.compiles;
-  d["compile_failures"] = s.compile_failures;
-  d["quarantined"] = s.quarantined;
-  d["misses_after_seal"] = s.misses_after_seal;
-  d["module_loads"] = s.module_loads;
-  d["pack_hits"] = s.pack_hits;
-  d["evicted"] = s.evicted;
-  d["publish_failures"] = s.publish_failures;
-  d["compile_ms_total"] = s.compile_ms_total;
+  for (StatId id : kAllStats) d[nb::str(std::string(to_string(id)).c_str())] = s[id];
+  d[nb::str(std::string(kCompileMsTotalId).c_str())] = s.compile_ms_total;
   return d;
 }
 
@@ -95,6 +88,17 @@ void bind_runtime(nb::module_& m) {
                ", failed=" + std::to_string(r.failed) + ")";
       });
 
+  m.def(
+      "stat_ids",
+      [] {
+        nb::list out;
+        for (StatId id : kAllStats)
+          out.append(nb::make_tuple(std::string(to_string(id)), std::string(describe(id)), is_persisted(id)));
+        return out;
+      },
+      "Every counter of Runtime.stats() as (id, meaning, persisted in the cache directory's stats.json), in\n"
+      "numeric id order (the C++ StatId); ids are stable.");
+
   nb::class_<Runtime>(m, "Runtime",
                       "Specialization key -> compiled, loaded kernel (memory -> disk cache or AOT pack -> NVRTC).\n\n"
                       "Every argument None takes the C++ default and its environment variable:\n"
@@ -133,7 +137,7 @@ void bind_runtime(nb::module_& m) {
       .def_prop_ro("seal_policy",
                    [](const Runtime& r) { return std::string(r.seal_policy() == SealPolicy::strict ? "strict" : "warn"); })
       .def("stats", [](const Runtime& r) { return stats_dict(r.stats()); },
-           "Counters: memory_hits, disk_hits, compiles, compile_failures, quarantined, misses_after_seal, ...")
+           "This runtime's counters by their stable ids (stat_ids()), plus compile_ms_total.")
       .def(
           "prewarm",
           [](Runtime& r, const PrewarmPlan& plan, int jobs, bool load_on_gpu,

@@ -98,3 +98,12 @@ def test_bad_input_names_the_argument_and_value(call, words):
         call()
     for w in words:
         assert w in str(e.value), str(e.value)
+
+
+def test_runtime_stats_use_the_stable_stat_ids():
+    ids = moejit.stat_ids()
+    assert [i for i, _, _ in ids][:4] == ["memory_hits", "disk_hits", "pack_hits", "disk_misses"]
+    st = moejit.Runtime(use_disk_cache=False).stats()
+    assert list(st) == [i for i, _, _ in ids] + ["compile_ms_total"]
+    assert all(v == 0 for v in st.values())
+    assert {i for i, _, persisted in ids if not persisted} == {"memory_hits", "module_loads"}

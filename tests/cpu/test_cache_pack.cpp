@@ -69,7 +69,10 @@ TEST_CASE("pack: round trip; mounted read-only in front of an empty directory; m
   REQUIRE(RuntimeAccess::pack_mounted(rt));
   for (std::uint32_t n : {151, 152, 153}) CHECK(rt.lookup_compiled(tiny_key(n)).origin == CompiledKernel::Origin::disk);
   CHECK(rt.stats().pack_hits == 3);
+  CHECK(rt.stats().disk_hits == 3);  // pack hits are disk hits too
   CHECK(rt.stats().compiles == 0);
+  RuntimeAccess::flush_stats(rt);
+  CHECK(cache::read_stats(overlay).pack_hits == 3);  // and the overlay's stats.json says so
   CHECK(cache::list_entries(overlay).empty());  // pack hits are not copied
   CHECK(rt.lookup_compiled(tiny_key(154)).origin == CompiledKernel::Origin::compiled);
   CHECK(cache::list_entries(overlay).size() == 1);  // the miss went to the writable overlay
