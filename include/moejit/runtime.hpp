@@ -120,6 +120,11 @@ struct KernelRef {
 // counter with its stable id; pack_hits are also counted in disk_hits).
 using RuntimeStats = Stats;
 
+// The cache directory an empty RuntimeOptions::cache_dir means:
+// $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit (else
+// /tmp/moejit-<uid> without HOME). Creates nothing.
+std::filesystem::path default_cache_dir();
+
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions = {});
@@ -162,6 +167,12 @@ class Runtime {
 
   RuntimeStats stats() const;
   const std::filesystem::path& cache_dir() const noexcept;
+  // The translation unit this runtime compiles for key (RuntimeOptions::generator,
+  // else the library's kernel families under gemm_tuning()): source, name
+  // expression, options, launch contract and the heuristic's config as text
+  // (KernelSource::config_text). Needs no NVRTC and no GPU; compiles nothing.
+  // Throws InvalidArgument when the key cannot be implemented (naming the field).
+  KernelSource source(const SpecKey& key) const;
   // The GEMM tuning this runtime's kernels follow (RuntimeOptions::gemm_tuning
   // or MOEJIT_GEMM_TUNE); empty for the heuristic's own choices.
   const GemmTuning& gemm_tuning() const noexcept;

@@ -198,6 +198,10 @@ const std::filesystem::path& Runtime::cache_dir() const noexcept { return impl_-
 
 const GemmTuning& Runtime::gemm_tuning() const noexcept { return impl_->tuning; }
 
+KernelSource Runtime::source(const SpecKey& key) const { return impl_->generate(key); }
+
+std::filesystem::path default_cache_dir() { return util::env::cache_dir(); }
+
 RuntimeStats Runtime::stats() const {
   RuntimeStats s;
   for (StatId id : kAllStats) s[id] = impl_->counts[static_cast<std::size_t>(id)].load(std::memory_order_relaxed);

@@ -40,7 +40,6 @@
 #include "moejit/model.hpp"
 #include "moejit/moe_layer.hpp"
 #include "moejit/runtime.hpp"
-#include "ops/grouped_gemm_config.hpp"
 #include "../cli_usage.hpp"
 #include "stream_hold.hpp"
 
@@ -279,8 +278,7 @@ int main(int argc, char** argv) {
     for (std::uint32_t T : tokens) {
       for (const SpecKey& key : moe_layer_keys(shape, quant, default_weight_scale(quant), round_up_tokens(T), Target{}, rt.gemm_tuning())) {
         const auto ck = rt.compiled(key);
-        std::string cfg;
-        if (key.op == OpKind::gate_up || key.op == OpKind::down) cfg = ops::choose_config(key, rt.gemm_tuning()).to_string();
+        const std::string cfg = rt.source(key).config_text;
         std::printf("  T=%-5u %-8s regs=%-4d spill_st=%-3d spill_ld=%-3d stack=%-4d smem_dyn=%-6u threads=%-4u %s\n", T,
                     std::string(to_string(key.op)).c_str(), ck->resources.registers, ck->resources.spill_store_bytes,
                     ck->resources.spill_load_bytes, ck->resources.stack_frame_bytes, ck->launch.dynamic_smem_bytes,
