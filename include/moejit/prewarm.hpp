@@ -74,7 +74,7 @@ struct PrewarmReport {
   // generator rejects counts as one.
   std::size_t distinct_kernels = 0;
   std::size_t compiled = 0;          // compiled by NVRTC in this run
-  std::size_t disk_hits = 0;         // loaded from disk
+  std::size_t disk_hits = 0;         // loaded from the cache directory or the AOT pack (Stats::pack_hits splits them)
   std::size_t memory_hits = 0;       // already in this process
   std::size_t failed = 0;            // distinct kernels that could not be produced
   std::size_t missing = 0;           // check_only: distinct kernels neither in memory, the pack nor the directory
