@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     po.quant = q;
     po.max_num_tokens = 16384;
     const MoeLayerShape s = make_plan(embedded_model("gpt-oss-120b"), po).layers.at(0);
-    MoeLayerPlans plans(s, q, default_weight_scale(q), Target{});
+    MoeLayerPlans plans(s, q, default_weight_scale(q), Target{}, GemmTuning{});
     for (std::uint32_t T : {1u, 8u, 64u, 512u, 4096u, 16384u}) {
       std::uint64_t sink = 0;
       auto t0 = std::chrono::steady_clock::now();

@@ -3,7 +3,8 @@
 
   python3 scripts/check_repo.py links              every relative link in README.md and docs/ resolves
   python3 scripts/check_repo.py wording            no development-process wording in tracked files
-  python3 scripts/check_repo.py includes           tools/ and bench/ include nothing from tests/; tests/ nothing from bench/
+  python3 scripts/check_repo.py includes           tools/ and bench/ include nothing from tests/; tests/ nothing from bench/;
+                                                    tools/ nothing from src/ beyond TOOLS_INTERNAL
   python3 scripts/check_repo.py flags BUILD_DIR    every flag the docs name exists in the tool's --help
 
 Each prints one line per finding and exits 1 if there is any, 0 otherwise.
@@ -139,8 +140,51 @@ def include_targets(rel, text, search_dirs):
     return out
 
 
-def check_includes():
+# The library's internal headers (src/) that a tool includes where the public
+# API (include/moejit) has no equivalent: cache administration and AOT pack
+# reading (moejit-cache), the tools' shared support code, the driver table for
+# GPU timing (moejit-run) and device buffers (tools/common). Any other include
+# of src/ from tools/ is a finding; an entry that is no longer used is one too.
+TOOLS_INTERNAL = {
+    "tools/common/layer_data.hpp": {"driver/device_buffer.hpp"},
+    "tools/moejit-cache/commands.cpp": {"cache/cache_admin.hpp", "prewarm/tool_support.hpp", "util/env.hpp"},
+    "tools/moejit-cache/explain.cpp": {"cache/cache_admin.hpp", "cache/content_address.hpp", "cache/pack.hpp",
+                                       "codegen/kernel_source.hpp", "compiler/nvrtc_compiler.hpp",
+                                       "prewarm/tool_support.hpp"},
+    "tools/moejit-cache/main.cpp": {"prewarm/tool_support.hpp", "util/env.hpp"},
+    "tools/moejit-cache/maintenance.cpp": {"cache/cache_admin.hpp", "prewarm/tool_support.hpp", "util/env.hpp"},
+    "tools/moejit-cache/pack_commands.cpp": {"cache/pack.hpp", "prewarm/tool_support.hpp"},
+    "tools/moejit-prewarm/main.cpp": {"prewarm/tool_support.hpp"},
+    "tools/moejit-prewarm/plan_input.cpp": {"prewarm/tool_support.hpp"},
+    "tools/moejit-prewarm/progress.cpp": {"prewarm/tool_support.hpp"},
+    "tools/moejit-prewarm/summary.cpp": {"prewarm/tool_support.hpp"},
+    "tools/moejit-run/main.cpp": {"driver/cuda_api.hpp"},
+    "tools/moejit-run/stream_hold.hpp": {"compiler/nvrtc_compiler.hpp", "driver/cuda_api.hpp"},
+}
+
+
+def check_tool_includes():
     bad = []
+    search = ["include", "src", "tests", "bench", "tools", "."]
+    used = {}
+    for f in tracked_files():
+        if not f.startswith("tools/") or not f.endswith((".cpp", ".hpp", ".h")):
+            continue
+        for inc, target in include_targets(f, read_text(f) or "", search):
+            if not target.startswith("src/"):
+                continue
+            header = target[len("src/"):]
+            used.setdefault(f, set()).add(header)
+            if header not in TOOLS_INTERNAL.get(f, set()):
+                bad.append(f"{f}: includes \"{inc}\" from src/ (tools use include/moejit and tools/common)")
+    for f, headers in TOOLS_INTERNAL.items():
+        for h in sorted(headers - used.get(f, set())):
+            bad.append(f"scripts/check_repo.py: TOOLS_INTERNAL lists {h} for {f}, which no longer includes it")
+    return bad
+
+
+def check_includes():
+    bad = check_tool_includes()
     rules = [("tools/", ("tests/",)), ("bench/", ("tests/",)), ("tests/", ("bench/",))]
     # Every include directory any target of the project could add.
     search = ["include", "src", "tests", "bench", "tools", "."]

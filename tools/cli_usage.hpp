@@ -90,7 +90,23 @@ inline std::string usage_error_text(const CLI::App& app, const CLI::ParseError& 
     }
     return out;
   }
-  if (!subs.empty() && !chose_sub && msg.find("subcommand is required") != std::string::npos) {
+  // CLI11: "Could not convert: --max-num-tokens = abc": name the flag, the value and what it takes.
+  if (const std::string_view conv = "Could not convert: "; msg.rfind(conv, 0) == 0) {
+    const std::string rest = msg.substr(conv.size());
+    const std::size_t eq = rest.find(" = ");
+    if (eq != std::string::npos) {
+      const std::string flag = rest.substr(0, eq), value = rest.substr(eq + 3);
+      std::string expected = "a value of its type";
+      for (const CLI::Option* o : app.get_options())
+        for (const std::string& l : o->get_lnames())
+          if ("--" + l == flag) {
+            const std::string t = o->get_type_name();
+            expected = t == "UINT" ? "a whole number >= 0" : t == "INT" ? "a whole number" : t == "FLOAT" ? "a number" : t;
+          }
+      return flag + " " + value + ": not " + expected;
+    }
+  }
+    if (!subs.empty() && !chose_sub && msg.find("subcommand is required") != std::string::npos) {
     // A word that was not taken is the mistyped subcommand.
     for (const std::string& w : app.remaining())
       if (!w.empty() && w[0] != '-') return "unknown subcommand '" + w + "' (did you mean '" + closest(w, subs) + "'?)";

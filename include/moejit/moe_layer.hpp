@@ -30,6 +30,7 @@
 #include "moejit/key.hpp"
 #include "moejit/moe_shape.hpp"
 #include "moejit/runtime.hpp"
+#include "moejit/tuning.hpp"
 #include "moejit/types.hpp"
 
 namespace moejit {
@@ -56,6 +57,12 @@ std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant,
 // or per_channel; the overload above uses default_weight_scale(quant)).
 std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale,
                                     std::uint32_t token_bucket, const Target& target);
+// The same under an explicit GEMM tuning (moejit/tuning.hpp); the overloads
+// above use the process's MOEJIT_GEMM_TUNE, a MoeLayer and prewarm use their
+// Runtime's (Runtime::gemm_tuning). Also throws InvalidArgument for a tuning
+// that breaks a kernel's contract for one of the keys.
+std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale,
+                                    std::uint32_t token_bucket, const Target& target, const GemmTuning& tuning);
 
 // Expert weights in device memory, all contiguous (row-major, no padding).
 //   bf16:        w1 bf16 [E, 2I, D], w2 bf16 [E, D, I]; scales unused (0)
@@ -130,6 +137,7 @@ struct MoeWorkspaceView {
 
 class MoeLayer {
  public:
+  // The layer's kernels follow runtime.gemm_tuning() (RuntimeOptions::gemm_tuning).
   // Checks the shape (hidden % 32 == 0, intermediate % 32 == 0 (% 16 for bf16 N), experts in
   // [1, 4096], top_k in [1, experts] ...) and throws InvalidArgument naming the field.
   MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant, Target target = {});
@@ -140,6 +148,7 @@ class MoeLayer {
   const MoeLayerShape& shape() const noexcept { return shape_; }
   QuantMode quant() const noexcept { return quant_; }
   WeightScale weight_scale() const noexcept { return wscale_; }
+  Runtime& runtime() const noexcept { return runtime_; }  // its kernels' source and GEMM tuning
 
   // Bytes of workspace for up to max_tokens tokens (monotonic in max_tokens).
   std::size_t workspace_size(std::uint32_t max_tokens) const;

@@ -10,6 +10,7 @@
 
 #include "moejit/moe_shape.hpp"
 #include "moejit/runtime.hpp"
+#include "moejit/tuning.hpp"
 
 namespace moejit {
 
@@ -73,7 +74,7 @@ struct PrewarmReport {
   // generator rejects counts as one.
   std::size_t distinct_kernels = 0;
   std::size_t compiled = 0;          // compiled by NVRTC in this run
-  std::size_t disk_hits = 0;         // loaded from disk
+  std::size_t disk_hits = 0;         // loaded from the cache directory or the AOT pack (Stats::pack_hits splits them)
   std::size_t memory_hits = 0;       // already in this process
   std::size_t failed = 0;            // distinct kernels that could not be produced
   std::size_t missing = 0;           // check_only: distinct kernels neither in memory, the pack nor the directory
@@ -107,7 +108,10 @@ struct PrewarmReport {
 // Throws InvalidArgument naming the field for an invalid plan (max_num_tokens
 // == 0 or > kMaxBucketedTokens, no layers, no quant modes, bucket_exponent
 // outside [0, 16]) and whatever moe_layer_keys throws for a shape it cannot run.
+// Keys follow the process's MOEJIT_GEMM_TUNE (see moe_layer_keys); the
+// overload with a tuning follows that one (prewarm passes its Runtime's).
 std::vector<SpecKey> enumerate_keys(const PrewarmPlan& plan);
+std::vector<SpecKey> enumerate_keys(const PrewarmPlan& plan, const GemmTuning& tuning);
 
 // Compiles (or loads from disk) every kernel of the plan on a thread pool of
 // options.jobs threads: one compile per distinct kernel, then every key is
@@ -116,6 +120,7 @@ std::vector<SpecKey> enumerate_keys(const PrewarmPlan& plan);
 // DriverError such as NVRTC missing, GPU load) are collected in the report,
 // never thrown; InvalidArgument is thrown only for an invalid plan (see
 // enumerate_keys) or options.jobs < 0. The caller seals the runtime if it wants.
+// Keys and kernels follow runtime.gemm_tuning().
 PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOptions& options = {});
 
 }  // namespace moejit

@@ -11,6 +11,8 @@
 
 #include "moejit/key.hpp"
 #include "moejit/kernel_source.hpp"
+#include "moejit/stats.hpp"
+#include "moejit/tuning.hpp"
 #include "moejit/types.hpp"
 
 namespace moejit {
@@ -61,10 +63,18 @@ struct RuntimeOptions {
   // Never write to the cache directory (no publish, quarantine, last-use stamp,
   // statistics, temp sweep): a cache baked into a container image or on a
   // read-only export. Its valid entries are served; misses compile into memory
-  // (RuntimeStats::publish_failures counts them). An existing cache directory
+  // (Stats::publish_failures counts them). An existing cache directory
   // whose layout cannot be completed (read-only file system, no permission) is
   // opened this way by itself, with one warning.
   bool read_only_cache = false;
+
+  // Tile overrides of the MXFP4 grouped GEMMs (moejit/tuning.hpp). Every
+  // kernel this runtime generates, every MoeLayer on it and prewarm through it
+  // use it. unset = MOEJIT_GEMM_TUNE (parsed once per process; empty when
+  // unset). The constructor throws InvalidArgument for a number outside 1..16
+  // (naming the field and value) or a bad MOEJIT_GEMM_TUNE item (naming it).
+  // Ignored by a custom `generator` (it sees only keys).
+  std::optional<GemmTuning> gemm_tuning;
 };
 
 // Resource report of one compiled kernel, parsed from ptxas's -v output.
@@ -106,14 +116,14 @@ struct KernelRef {
   LaunchContract launch;
 };
 
-struct RuntimeStats {
-  std::uint64_t memory_hits = 0, disk_hits = 0, compiles = 0, compile_failures = 0;
-  std::uint64_t quarantined = 0, misses_after_seal = 0, module_loads = 0;
-  std::uint64_t pack_hits = 0;       // kernels served by the AOT pack (also counted in disk_hits)
-  std::uint64_t evicted = 0;         // entries evicted by the size cap after this runtime's publishes
-  std::uint64_t publish_failures = 0;  // compiled but not persisted (kept in memory)
-  double compile_ms_total = 0.0;
-};
+// This runtime's counters since its construction (moejit/stats.hpp: every
+// counter with its stable id; pack_hits are also counted in disk_hits).
+using RuntimeStats = Stats;
+
+// The cache directory an empty RuntimeOptions::cache_dir means:
+// $MOEJIT_CACHE_DIR, else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit (else
+// /tmp/moejit-<uid> without HOME). Creates nothing.
+std::filesystem::path default_cache_dir();
 
 class Runtime {
  public:
@@ -157,6 +167,15 @@ class Runtime {
 
   RuntimeStats stats() const;
   const std::filesystem::path& cache_dir() const noexcept;
+  // The translation unit this runtime compiles for key (RuntimeOptions::generator,
+  // else the library's kernel families under gemm_tuning()): source, name
+  // expression, options, launch contract and the heuristic's config as text
+  // (KernelSource::config_text). Needs no NVRTC and no GPU; compiles nothing.
+  // Throws InvalidArgument when the key cannot be implemented (naming the field).
+  KernelSource source(const SpecKey& key) const;
+  // The GEMM tuning this runtime's kernels follow (RuntimeOptions::gemm_tuning
+  // or MOEJIT_GEMM_TUNE); empty for the heuristic's own choices.
+  const GemmTuning& gemm_tuning() const noexcept;
 
  private:
   friend struct RuntimeAccess;  // internal: src/runtime/runtime_access.hpp (bench, tests)

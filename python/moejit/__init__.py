@@ -53,6 +53,7 @@ from ._moejit import (
     quantize_mxfp4_gpu,
     quantize_mxfp8,
     round_up_tokens,
+    stat_ids,
 )
 
 __version__: str = _moejit.__version__
@@ -91,7 +92,8 @@ def seal(runtime: Optional[Runtime] = None) -> None:
 
 
 def stats(runtime: Optional[Runtime] = None) -> dict:
-    """The runtime's counters (memory_hits, disk_hits, compiles, misses_after_seal, ...)."""
+    """The runtime's counters by their stable ids (stat_ids(): memory_hits, disk_hits, pack_hits,
+    compiles, misses_after_seal, ...), plus compile_ms_total."""
     return (runtime if runtime is not None else Runtime.global_runtime()).stats()
 
 
@@ -134,6 +136,6 @@ __all__ = [
     "dequantize_mxfp4", "device", "embedded_model", "embedded_model_names", "info", "key_diff",
     "layer_keys", "load_hf_config", "nvrtc_error", "nvrtc_version", "parse_hf_config", "parse_key", "plan",
     "prewarm", "prewarm_set", "quantize_fp8_gpu", "quantize_fp8_per_token", "quantize_mxfp4",
-    "quantize_mxfp4_gpu", "quantize_mxfp8", "round_up_tokens", "runtime", "seal", "stats", "write_pack",
+    "quantize_mxfp4_gpu", "quantize_mxfp8", "round_up_tokens", "runtime", "seal", "stat_ids", "stats", "write_pack",
     "__version__",
 ]

@@ -185,7 +185,7 @@ void bind_layer(nb::module_& m) {
           "keys",
           [](const Layer& l, std::uint64_t num_tokens) {
             return moe_layer_keys(l.layer.shape(), l.layer.quant(), l.layer.weight_scale(), round_up_tokens(num_tokens),
-                                  l.target);
+                                  l.target, l.layer.runtime().gemm_tuning());
           },
           "num_tokens"_a, "The keys a call with num_tokens tokens requests, in launch order.")
       .def("set_weights", &Layer::set_weights, "w1"_a, "w1_scales"_a.none(), "b1"_a.none(), "w2"_a,

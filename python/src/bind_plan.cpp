@@ -190,7 +190,7 @@ void bind_plan(nb::module_& m) {
       .def_prop_ro("target", [](const PrewarmPlan& p) { return to_string(p.target); })
       .def_prop_ro("buckets", [](const PrewarmPlan& p) { return prewarm_set(p.max_num_tokens, p.bucket_exponent); },
                    "token buckets the plan covers, ascending")
-      .def("keys", &enumerate_keys, "Every specialization key the plan can launch, de-duplicated, stable order.")
+      .def("keys", [](const PrewarmPlan& p) { return enumerate_keys(p); }, "Every specialization key the plan can launch, de-duplicated, stable order.")
       .def_prop_ro("num_keys", [](const PrewarmPlan& p) { return enumerate_keys(p).size(); })
       .def("__repr__", [](const PrewarmPlan& p) {
         std::string s = "Plan(model='" + p.model_name + "', max_num_tokens=" + std::to_string(p.max_num_tokens) +

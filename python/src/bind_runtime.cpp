@@ -14,6 +14,8 @@
 #include "moejit/error.hpp"
 #include "moejit/prewarm.hpp"
 #include "moejit/runtime.hpp"
+#include "moejit/stats.hpp"
+#include "moejit/tuning.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -28,19 +30,11 @@ std::optional<SealPolicy> parse_policy(const std::optional<std::string>& s) {
   throw InvalidArgument("seal_policy: expected 'warn' or 'strict', got '" + *s + "'");
 }
 
-nb::dict stats_dict(const RuntimeStats& s) {
+// Every counter by its stable string id (moejit/stats.hpp), then compile_ms_total.
+nb::dict stats_dict(const Stats& s) {
   nb::dict d;
-  d["memory_hits"] = s.memory_hits;
-  d["disk_hits"] = s.disk_hits;
-  d["compiles"] = s.compiles;
-  d["compile_failures"] = s.compile_failures;
-  d["quarantined"] = s.quarantined;
-  d["misses_after_seal"] = s.misses_after_seal;
-  d["module_loads"] = s.module_loads;
-  d["pack_hits"] = s.pack_hits;
-  d["evicted"] = s.evicted;
-  d["publish_failures"] = s.publish_failures;
-  d["compile_ms_total"] = s.compile_ms_total;
+  for (StatId id : kAllStats) d[nb::str(std::string(to_string(id)).c_str())] = s[id];
+  d[nb::str(std::string(kCompileMsTotalId).c_str())] = s.compile_ms_total;
   return d;
 }
 
@@ -94,17 +88,30 @@ void bind_runtime(nb::module_& m) {
                ", failed=" + std::to_string(r.failed) + ")";
       });
 
+  m.def(
+      "stat_ids",
+      [] {
+        nb::list out;
+        for (StatId id : kAllStats)
+          out.append(nb::make_tuple(std::string(to_string(id)), std::string(describe(id)), is_persisted(id)));
+        return out;
+      },
+      "Every counter of Runtime.stats() as (id, meaning, persisted in the cache directory's stats.json), in\n"
+      "numeric id order (the C++ StatId); ids are stable.");
+
   nb::class_<Runtime>(m, "Runtime",
                       "Specialization key -> compiled, loaded kernel (memory -> disk cache or AOT pack -> NVRTC).\n\n"
                       "Every argument None takes the C++ default and its environment variable:\n"
                       "cache_dir $MOEJIT_CACHE_DIR (else $XDG_CACHE_HOME/moejit, else ~/.cache/moejit),\n"
                       "seal_policy 'strict' if MOEJIT_STRICT=1 else 'warn', pack $MOEJIT_CACHE_PACK,\n"
-                      "allow_shared_cache MOEJIT_CACHE_ALLOW_SHARED=1, max_cache_bytes $MOEJIT_CACHE_MAX_BYTES.")
+                      "allow_shared_cache MOEJIT_CACHE_ALLOW_SHARED=1, max_cache_bytes $MOEJIT_CACHE_MAX_BYTES,\n"
+                      "gemm_tuning $MOEJIT_GEMM_TUNE (its text form, e.g. 'decode.kw=2,prefill.stages=4';\n"
+                      "C++ GemmTuning). A bad value raises InvalidArgument naming the field or item.")
       .def("__init__",
            [](Runtime* self, const std::optional<std::filesystem::path>& cache_dir, bool use_disk_cache,
               const std::optional<std::string>& seal_policy, const std::optional<std::filesystem::path>& pack,
               const std::string& pack_target, std::optional<bool> allow_shared_cache,
-              std::optional<std::uint64_t> max_cache_bytes) {
+              std::optional<std::uint64_t> max_cache_bytes, const std::optional<std::string>& gemm_tuning) {
              RuntimeOptions o;
              if (cache_dir) o.cache_dir = *cache_dir;
              o.use_disk_cache = use_disk_cache;
@@ -113,20 +120,24 @@ void bind_runtime(nb::module_& m) {
              o.pack_target = pack_target;
              o.allow_shared_cache = allow_shared_cache;
              o.max_cache_bytes = max_cache_bytes;
+             if (gemm_tuning) o.gemm_tuning = parse_gemm_tuning(*gemm_tuning);
              new (self) Runtime(std::move(o));
            },
            "cache_dir"_a = nb::none(), "use_disk_cache"_a = true, "seal_policy"_a = nb::none(), "pack"_a = nb::none(),
-           "pack_target"_a = "", "allow_shared_cache"_a = nb::none(), "max_cache_bytes"_a = nb::none())
+           "pack_target"_a = "", "allow_shared_cache"_a = nb::none(), "max_cache_bytes"_a = nb::none(),
+           "gemm_tuning"_a = nb::none())
       .def_static("global_runtime", &Runtime::global, nb::rv_policy::reference,
                   "The process-wide runtime built from the environment on first use.")
       .def_prop_ro("cache_dir", [](const Runtime& r) { return r.cache_dir(); })
+      .def_prop_ro("gemm_tuning", [](const Runtime& r) { return to_string(r.gemm_tuning()); },
+                   "The GEMM tuning its kernels follow, as MOEJIT_GEMM_TUNE text ('' = the heuristic's own).")
       .def("seal", &Runtime::seal,
            "From now on a kernel not yet in memory is a miss after seal: counted and logged (strict: raised).")
       .def_prop_ro("sealed", &Runtime::sealed)
       .def_prop_ro("seal_policy",
                    [](const Runtime& r) { return std::string(r.seal_policy() == SealPolicy::strict ? "strict" : "warn"); })
       .def("stats", [](const Runtime& r) { return stats_dict(r.stats()); },
-           "Counters: memory_hits, disk_hits, compiles, compile_failures, quarantined, misses_after_seal, ...")
+           "This runtime's counters by their stable ids (stat_ids()), plus compile_ms_total.")
       .def(
           "prewarm",
           [](Runtime& r, const PrewarmPlan& plan, int jobs, bool load_on_gpu,

@@ -54,6 +54,18 @@ def test_layer_keys_follow_the_bucket_of_the_token_count():
     assert sizes == sorted(sizes) and sizes[0] > 0
 
 
+def test_a_layer_follows_its_runtime_gemm_tuning():
+    s = moejit.plan(moejit.embedded_model("gpt-oss-120b"), max_num_tokens=4096).layers[0]
+    rt = moejit.Runtime(use_disk_cache=False, gemm_tuning="prefill.ws=1,prefill.stages=6")
+    assert rt.gemm_tuning == "prefill.stages=6,prefill.ws=1"
+    plain = moejit.Runtime(use_disk_cache=False, gemm_tuning="")
+    assert plain.gemm_tuning == ""
+    # At T = 2048 the heuristic runs two-warpgroup wgmma tiles with a split tail
+    # (two more keys); the warp-specialized kernel has none.
+    assert len(moejit.MoeLayer(plain, s, "w4a16_mxfp4").keys(2048)) == 6
+    assert len(moejit.MoeLayer(rt, s, "w4a16_mxfp4").keys(2048)) == 4
+
+
 def test_plan_from_a_shape_and_from_a_config_file(tmp_path):
     shape = moejit.MoeLayerShape(hidden=1024, intermediate=512, experts=16, top_k=2)
     p = moejit.Plan([shape], ["bf16"], max_num_tokens=64, model_name="toy")
@@ -82,6 +94,7 @@ def test_plan_from_a_shape_and_from_a_config_file(tmp_path):
     (lambda: moejit.Plan([moejit.MoeLayerShape(hidden=64, intermediate=64, experts=4, top_k=2)], ["bf16"],
                          target="sm_80"), ["target", "sm_80"]),
     (lambda: moejit.Runtime(seal_policy="sometimes"), ["seal_policy", "sometimes"]),
+    (lambda: moejit.Runtime(use_disk_cache=False, gemm_tuning="decode.kw=0"), ["decode.kw=0"]),
     (lambda: moejit.MoeLayer(moejit.Runtime(use_disk_cache=False),
                              moejit.MoeLayerShape(hidden=100, intermediate=64, experts=4, top_k=2), "bf16"),
      ["hidden", "100"]),
@@ -91,3 +104,12 @@ def test_bad_input_names_the_argument_and_value(call, words):
         call()
     for w in words:
         assert w in str(e.value), str(e.value)
+
+
+def test_runtime_stats_use_the_stable_stat_ids():
+    ids = moejit.stat_ids()
+    assert [i for i, _, _ in ids][:4] == ["memory_hits", "disk_hits", "pack_hits", "disk_misses"]
+    st = moejit.Runtime(use_disk_cache=False).stats()
+    assert list(st) == [i for i, _, _ in ids] + ["compile_ms_total"]
+    assert all(v == 0 for v in st.values())
+    assert {i for i, _, persisted in ids if not persisted} == {"memory_hits", "module_loads"}

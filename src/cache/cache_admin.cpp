@@ -185,7 +185,7 @@ VerifyReport verify_all(const fs::path& dir, VerifyAction action, Ownership owne
               [](const Problem& a, const Problem& b) { return a.path < b.path; });
     // Why: `stats` must agree with what was moved aside (its "quarantined" counter).
     if (report.quarantined > 0) {
-      PersistentStats d;
+      Stats d;
       d.quarantined = report.quarantined;
       add_stats(dir, d);
     }
@@ -498,7 +498,7 @@ CacheSummary summarize(const fs::path& dir) {
 }
 
 std::string CacheSummary::to_json() const {
-  nlohmann::json j = nlohmann::json::parse(recorded.to_json());
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(persisted_json(recorded));
   j["entries"] = entries;
   j["entry_bytes"] = entry_bytes;
   j["quarantined_files"] = quarantined_files;

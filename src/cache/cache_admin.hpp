@@ -152,7 +152,7 @@ struct CacheSummary {
   std::uint64_t entry_bytes = 0;
   std::size_t quarantined_files = 0;
   std::uint64_t quarantine_bytes = 0;
-  PersistentStats recorded;  // counters from stats.json
+  Stats recorded;  // the persisted counters from stats.json (moejit/stats.hpp)
   std::string to_json() const;
 };
 CacheSummary summarize(const std::filesystem::path& dir);

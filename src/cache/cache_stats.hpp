@@ -7,30 +7,22 @@
 #include <optional>
 #include <string>
 
+#include "moejit/stats.hpp"
+
 namespace moejit::cache {
 
-// Stable numeric ids (the JSON keys are the names below); add, never renumber.
-struct PersistentStats {
-  std::uint64_t disk_hits = 0;         // lookups served by a verified disk entry
-  std::uint64_t disk_misses = 0;       // lookups that found no valid entry on disk
-  std::uint64_t compiles = 0;          // successful NVRTC compiles
-  std::uint64_t compile_failures = 0;  // NVRTC rejections
-  std::uint64_t quarantined = 0;       // bad entries moved aside
-  std::uint64_t misses_after_seal = 0;
-  std::uint64_t publish_failures = 0;  // compiled but could not be written to disk
-  double compile_ms_total = 0.0;
-
-  bool empty() const noexcept;
-  PersistentStats& operator+=(const PersistentStats& d) noexcept;
-  std::string to_json() const;  // one JSON object, the fields above plus "format": 1
-};
+// The persisted counters of a Stats (moejit/stats.hpp, is_persisted) and
+// compile_ms_total as one JSON object keyed by their string ids, plus "format": 1.
+std::string persisted_json(const Stats& s);
 
 // Reads <dir>/stats.json; zeros when absent or unreadable (never throws).
-PersistentStats read_stats(const std::filesystem::path& dir) noexcept;
+// Only the persisted counters are read (the others stay 0).
+Stats read_stats(const std::filesystem::path& dir) noexcept;
 
-// Adds `delta` to <dir>/stats.json under the stats lock. Returns false (and
-// changes nothing) when the directory is not writable. Never throws.
-bool add_stats(const std::filesystem::path& dir, const PersistentStats& delta) noexcept;
+// Adds the persisted counters of `delta` to <dir>/stats.json under the stats
+// lock. Returns false (and changes nothing) when the directory is not writable.
+// Never throws.
+bool add_stats(const std::filesystem::path& dir, const Stats& delta) noexcept;
 
 // Resets the counters to zero. Never throws; false when not writable.
 bool reset_stats(const std::filesystem::path& dir) noexcept;

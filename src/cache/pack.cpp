@@ -101,12 +101,24 @@ Pack::Lookup Pack::load(const Hash128& address, const AddressPayload* expected) 
   return out;
 }
 
-void write_pack(const fs::path& out, const PackManifest& manifest, const std::vector<Entry>& entries) {
-  const std::string bytes = encode_pack(manifest, entries);
-  // Why no create_directories: a typo in the output path must not silently make folders.
+void check_pack_destination(const fs::path& out) {
+  if (out.empty()) throw InvalidArgument("pack output: an empty path");
   std::error_code ec;
-  if (out.has_parent_path() && !fs::is_directory(out.parent_path(), ec))
-    throw InvalidArgument("pack output folder '" + out.parent_path().string() + "' does not exist");
+  if (fs::is_directory(out, ec)) throw InvalidArgument("pack output '" + out.string() + "' is a directory");
+  // Why no create_directories: a typo in the output path must not silently make folders.
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  if (!fs::exists(parent, ec))
+    throw InvalidArgument("pack output folder '" + parent.string() + "' does not exist");
+  if (!fs::is_directory(parent, ec))
+    throw InvalidArgument("pack output folder '" + parent.string() + "' is not a directory");
+  // The pack is published by a rename in its folder: the folder must be writable.
+  if (::access(parent.c_str(), W_OK | X_OK) != 0)
+    throw InvalidArgument("pack output folder '" + parent.string() + "' is not writable: " + std::strerror(errno));
+}
+
+void write_pack(const fs::path& out, const PackManifest& manifest, const std::vector<Entry>& entries) {
+  check_pack_destination(out);
+  const std::string bytes = encode_pack(manifest, entries);
   AtomicFile f(out, Durability::fsync);
   f.write(bytes);
   // Why 0444 before the rename: the pack is immutable; a reader never sees it writable.

@@ -49,9 +49,14 @@ class Pack {
   int fd_ = -1;
 };
 
+// Throws InvalidArgument naming the path when a pack cannot be written at
+// `out`: empty, a directory, its folder missing (none is created), not a
+// directory or not writable. Called before the work that fills a pack.
+void check_pack_destination(const std::filesystem::path& out);
+
 // Writes `entries` as a pack at `out` (AtomicFile + fsync, then mode 0444).
-// Throws InvalidArgument (entries of mixed versions/targets, an output folder
-// that does not exist: none is created), Error (I/O).
+// Throws InvalidArgument (entries of mixed versions/targets, a destination
+// check_pack_destination refuses), Error (I/O).
 void write_pack(const std::filesystem::path& out, const PackManifest& manifest, const std::vector<Entry>& entries);
 
 // Every verified entry of a cache directory (corrupt ones are skipped and

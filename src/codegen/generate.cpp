@@ -3,6 +3,7 @@
 #include "codegen/families.hpp"
 #include "moejit/error.hpp"
 #include "util/embedded_file.hpp"
+#include "util/env.hpp"
 
 namespace moejit::codegen {
 
@@ -12,12 +13,14 @@ std::string_view kernel_file(std::string_view file_name) {
   throw Error("kernel source '" + std::string(file_name) + "' is not embedded in this build");
 }
 
-KernelSource generate(const SpecKey& key) {
+KernelSource generate(const SpecKey& key) { return generate(key, util::env::gemm_tuning()); }
+
+KernelSource generate(const SpecKey& key, const GemmTuning& tuning) {
   switch (key.op) {
     case OpKind::gate_up:
     case OpKind::down:
       if (key.quant == QuantMode::mxfp8 || key.quant == QuantMode::fp8_per_token) return generate_grouped_gemm_fp8(key);
-      return generate_grouped_gemm(key);
+      return generate_grouped_gemm(key, tuning);
     case OpKind::route: return generate_route(key);
     case OpKind::combine: return generate_combine(key);
     case OpKind::quantize:

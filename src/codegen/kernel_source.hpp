@@ -8,6 +8,7 @@
 #include "moejit/key.hpp"
 #include "moejit/kernel_source.hpp"
 #include "moejit/runtime.hpp"
+#include "moejit/tuning.hpp"
 
 namespace moejit::codegen {
 
@@ -15,8 +16,11 @@ namespace moejit::codegen {
 // name it); the codegen name stays for the families' generators.
 using KernelSource = ::moejit::KernelSource;
 
-// Dispatches on key.op to the family's generator. Throws InvalidArgument when
-// the key cannot be implemented (the message names the field and the reason).
+// Dispatches on key.op to the family's generator; the MXFP4 grouped GEMMs
+// follow `tuning` (moejit/tuning.hpp). Throws InvalidArgument when the key
+// cannot be implemented (the message names the field and the reason).
+KernelSource generate(const SpecKey& key, const GemmTuning& tuning);
+// The same under the process's MOEJIT_GEMM_TUNE (util::env::gemm_tuning()).
 KernelSource generate(const SpecKey& key);
 
 // Text of one embedded kernels/ file by file name; throws Error if absent.

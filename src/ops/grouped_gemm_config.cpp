@@ -103,89 +103,36 @@ std::string why_not_implementable(const SpecKey& key) {
   return {};
 }
 
-std::vector<GemmTune> parse_gemm_tune(std::string_view text) {
-  std::vector<GemmTune> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t end = std::min(text.find(',', at), text.size());
-    const std::string item(text.substr(at, end - at));
-    const std::size_t dot = item.find('.'), eq = item.find('=');
-    GemmTune e{};
-    bool ok = dot != std::string::npos && eq != std::string::npos && dot < eq;
-    if (ok) {
-      const std::string kind = item.substr(0, dot);
-      e.decode = kind == "decode";
-      e.field = item.substr(dot + 1, eq - dot - 1);
-      // Only the fields each kernel takes: any other would be a silent no-op.
-      const bool decode_field = e.field == "wn" || e.field == "kw" || e.field == "mw" || e.field == "nt" ||
-                                e.field == "depth" || e.field == "ctas" || e.field == "xs" || e.field == "fr";
-      const bool prefill_flag = e.field == "st" || e.field == "wa" || e.field == "ws";
-      const bool decode_flag = e.field == "xs" || e.field == "fr";
-      const bool prefill_field = e.field == "wg" || e.field == "stages" || e.field == "depth" || prefill_flag;
-      ok = (kind == "decode" && decode_field) || (kind == "prefill" && prefill_field);
-      std::size_t used = 0;
-      try {
-        e.value = std::stoi(item.substr(eq + 1), &used);
-      } catch (const std::exception&) {
-        ok = false;
-      }
-      ok = ok && used == item.size() - eq - 1 &&
-           ((prefill_flag && kind == "prefill") || (decode_flag && kind == "decode") ? e.value == 0 || e.value == 1
-                                                                                      : e.value >= 1 && e.value <= 16);
-    }
-    if (!ok)
-      throw InvalidArgument("MOEJIT_GEMM_TUNE item '" + item +
-                            "': expected decode.<f>=<n> (f in wn|kw|mw|nt|depth|ctas) or prefill.<f>=<n> (f in "
-                            "wg|stages|depth), n in 1..16, or decode.xs|fr=<0|1> or prefill.st|wa|ws=<0|1>");
-    out.push_back(e);
-    at = end + 1;
-  }
-  return out;
-}
-
 namespace {
-// MOEJIT_GEMM_TUNE, parsed once per process.
-const std::vector<GemmTune>& tune_overrides() {
-  static const std::vector<GemmTune> entries = [] {
-    const auto text = util::env::gemm_tune();
-    return text ? parse_gemm_tune(*text) : std::vector<GemmTune>{};
-  }();
-  return entries;
-}
-
-// MOEJIT_GEMM_TUNE prefill.<flag> (wa, ws), if given: they choose the kernel
-// (and so the ring depth) before apply_tune.
-std::optional<bool> prefill_flag_tuned(std::string_view flag) {
-  std::optional<bool> v;
-  for (const GemmTune& e : tune_overrides())
-    if (!e.decode && e.field == flag) v = e.value != 0;
-  return v;
-}
-std::optional<bool> prefill_wa_tuned() { return prefill_flag_tuned("wa"); }
-
-void apply_tune(GemmConfig& c, const SpecKey& key) {
+// The tuned fields of the config's side (decode: mxfp4_decode; prefill: the
+// wgmma and warp-specialized kernels), then the kernels' contracts. Whether
+// the warp-specialized and weights-as-A kernels run (prefill ws, wa) was
+// decided before, from the tuning, and sets no field here except wa.
+void apply_tune(GemmConfig& c, const SpecKey& key, const GemmTuning& tuning) {
   const bool decode = c.kernel == GemmKernel::mxfp4_decode;
   bool changed = false;
-  for (const GemmTune& e : tune_overrides()) {
-    if (e.decode != decode) continue;
-    // The 0/1 flags (parse_gemm_tune checked the value).
-    if (e.field == "ws") continue;  // chose the kernel already (prefill_flag_tuned)
-    bool* flag = e.field == "st" ? &c.split_tail : e.field == "wa" ? &c.wa : e.field == "fr" ? &c.fr : nullptr;
-    if (flag != nullptr) {
-      *flag = e.value != 0;
-      changed = true;
-      continue;
-    }
-    if (e.field == "xs") {
-      c.xs = e.value;  // a flag here; staged_rows() turns it into rows
-      changed = true;
-      continue;
-    }
-    int& f = e.field == "wn" ? c.wn : e.field == "kw" ? c.kw : e.field == "mw" ? c.mw : e.field == "nt" ? c.nt
-             : e.field == "ctas" ? c.ctas
-             : e.field == "depth" ? c.depth : e.field == "wg" ? c.wg : c.stages;
-    f = e.value;
+  auto set = [&changed](auto& field, const auto& value) {
+    if (!value) return;
+    field = *value;
     changed = true;
+  };
+  if (decode) {
+    const GemmTuning::Decode& t = tuning.decode;
+    set(c.wn, t.wn);
+    set(c.kw, t.kw);
+    set(c.mw, t.mw);
+    set(c.nt, t.nt);
+    set(c.depth, t.depth);
+    set(c.ctas, t.ctas);
+    set(c.xs, t.xs);  // 1 / 0 here; staged_rows() turns it into rows
+    set(c.fr, t.fr);
+  } else {
+    const GemmTuning::Prefill& t = tuning.prefill;
+    set(c.wg, t.wg);
+    set(c.stages, t.stages);
+    set(c.depth, t.depth);
+    set(c.split_tail, t.split_tail);
+    set(c.wa, t.wa);
   }
   if (!changed) return;
   // The kernels' contracts (see their tunable blocks).
@@ -194,8 +141,9 @@ void apply_tune(GemmConfig& c, const SpecKey& key) {
                  : c.kernel == GemmKernel::mxfp4_ws ? c.stages >= 3 && c.smem_bytes(key.quant, key.k) <= 227u * 1024u
                          : c.wg >= 1 && c.wg <= (c.wa ? 2 : 3) && c.stages >= 3 && (c.depth == 1 || c.depth == 2) &&
          c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
-  if (!ok) throw InvalidArgument("MOEJIT_GEMM_TUNE: " + c.to_string() + " breaks the kernel's contract for k=" +
-                                 std::to_string(key.k));
+  if (!ok)
+    throw InvalidArgument("GEMM tuning '" + to_string(tuning) + "' (RuntimeOptions::gemm_tuning or MOEJIT_GEMM_TUNE): " +
+                          c.to_string() + " breaks the kernel's contract for k=" + std::to_string(key.k));
 }
 
 // Decode, one n8 token tile: the activation rows a CTA stages in shared memory
@@ -211,7 +159,7 @@ int staged_rows(const SpecKey& key, const GemmConfig& c) {
 }
 
 // MXFP4 weights as the MMA's A operand (kernels/grouped_gemm_mxfp4_*_sm90.cuh).
-GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint64_t avg) {
+GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint64_t avg, const GemmTuning& tuning) {
   GemmConfig c;
   if (avg <= 8) {
     // Decode: the weights of the experts hit stream once. Aim for 32
@@ -257,7 +205,7 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
       c.kw = 2;
       c.wn = 2;
     }
-    apply_tune(c, key);
+    apply_tune(c, key, tuning);
     c.xs = c.xs != 0 ? staged_rows(key, c) : 0;
     // Six CTAs for the heuristic's 128-thread CTAs only: a tuned wider CTA
     // would get a register cap it cannot meet (or more threads than an SM holds).
@@ -272,9 +220,9 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // (u > 128). Measured on gpt-oss-120b (layer us, WS / single-role kernels):
   // T = 512 1346 / 1324, 1024 1552 / 1471, 2048 2134 / 1706 (tiles of 32,
   // 64 and 128 rows), 4096 2668 / 2737, 16384 8658 / 8824 (192 rows); in
-  // one call with both: 4096 2668 / 2646, 16384 8489 / 8900 (docs/kernels.md). MOEJIT_GEMM_TUNE prefill.ws=1 forces it at any T past decode.
+  // one call with both: 4096 2668 / 2646, 16384 8489 / 8900 (docs/kernels.md). MOEJIT_GEMM_TUNE prefill.ws=1 (GemmTuning::Prefill::ws) forces it at any T past decode.
   const double u_ws = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
-  if (prefill_flag_tuned("ws").value_or(u_ws > 128.0)) {
+  if (tuning.prefill.ws.value_or(u_ws > 128.0)) {
     // Past decode: the persistent warp-specialized kernel. Each m-tile
     // dequantizes its 128-row weight block once, so a tile should hold all of
     // an expert's rows (u = avg + sqrt(avg) covers most experts under uniform
@@ -298,7 +246,7 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // The deepest ring within 227 KB, at most 16 slices.
     c.stages = 16;
     while (c.stages > 3 && c.smem_bytes(key.quant, key.k) > 227u * 1024u) --c.stages;
-    apply_tune(c, key);
+    apply_tune(c, key, tuning);
     return c;
   }
   // Prefill: tensor bound. wgmma on 64 * wg routed rows x 128 weight rows; the
@@ -325,7 +273,7 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // 1902-1948 at T = 4096; down 494-498 vs 557-559 at T = 1024, 931-950 vs
   // 920-938 at T = 4096. Every bucket takes the same kernel, so a split tail
   // (a smaller bucket's kernel) gives the main tiles' bits.
-  c.wa = prefill_wa_tuned().value_or(true);
+  c.wa = tuning.prefill.wa.value_or(true);
   // Large K (Mixtral's down, K = 14336: a 56 KB scale table) leaves one CTA
   // per SM: then the deepest ring within 227 KB (the loop below).
   if (c.wa) {
@@ -347,13 +295,15 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // the tiles are such remainders. A one-warpgroup tile does half the wgmma
   // work with half the shared memory per CTA.
   c.split_tail = true;
-  apply_tune(c, key);
+  apply_tune(c, key, tuning);
   c.split_tail = c.split_tail && c.wg == 2;
   return c;
 }
 }  // namespace
 
-GemmConfig choose_config(const SpecKey& key) {
+GemmConfig choose_config(const SpecKey& key) { return choose_config(key, util::env::gemm_tuning()); }
+
+GemmConfig choose_config(const SpecKey& key, const GemmTuning& tuning) {
   if (auto why = why_not_implementable(key); !why.empty()) throw InvalidArgument(why);
   GemmConfig c;
   c.k_tail = key.k % kBK != 0;
@@ -364,8 +314,8 @@ GemmConfig choose_config(const SpecKey& key) {
   // activations-as-A kernel: measured on gpt-oss-120b T = 512 (16 rows per
   // expert), layer 1382 us there, 2109 us on 64-row wgmma tiles, 2497 us on the
   // decode kernel with 32-row tiles.
-  if (key.quant == QuantMode::w4a16_mxfp4 && (avg <= 8 || avg > 24 || prefill_flag_tuned("ws").value_or(false)))
-    return choose_mxfp4_swapab(key, hit, avg);
+  if (key.quant == QuantMode::w4a16_mxfp4 && (avg <= 8 || avg > 24 || tuning.prefill.ws.value_or(false)))
+    return choose_mxfp4_swapab(key, hit, avg, tuning);
   const int KT = static_cast<int>((key.k + kBK - 1) / kBK);
   c.warps_m = 1;
   c.ni = 4;
@@ -428,14 +378,14 @@ GemmConfig choose_config(const SpecKey& key) {
   return c;
 }
 
-DType down_out_dtype(const SpecKey& key) {
+DType down_out_dtype(const SpecKey& key, const GemmTuning& tuning) {
   SpecKey f32 = key;
   f32.out_dtype = DType::f32;
   // A key the heuristic rejects keeps f32: the layer then fails on it with the
   // same message as before, when it is compiled or launched, not here.
   if (!why_not_implementable(f32).empty()) return DType::f32;
   try {
-    return choose_config(f32).splits == 1 ? DType::bf16 : DType::f32;
+    return choose_config(f32, tuning).splits == 1 ? DType::bf16 : DType::f32;
   } catch (const InvalidArgument&) {
     return DType::f32;
   }

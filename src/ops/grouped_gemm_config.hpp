@@ -5,10 +5,9 @@
 // kernel's launch contract (grid, block, shared memory) lives in one place.
 #include <cstdint>
 #include <string>
-#include <string_view>
-#include <vector>
 
 #include "moejit/key.hpp"
+#include "moejit/tuning.hpp"
 
 namespace moejit::ops {
 
@@ -39,24 +38,24 @@ struct GemmConfig {
   // mxfp4_decode with nt = 1: activation rows staged once per CTA in shared
   // memory (kernel parameter XS, at most min(8, bucket * top_k) rows of
   // ceil(K / 256) * 512 + 16 bytes); 0 = read through L1 in the loop.
-  // MOEJIT_GEMM_TUNE decode.xs=0 turns it off.
+  // GemmTuning::Decode::xs = false turns it off.
   int xs = 0;
   // mxfp4_decode with nt = 1, at most 32 routes (bucket * top_k) and at most 256
   // experts: the kernel
   // routes topk_ids itself (kernel parameter FR; MoeLayer::run then launches no
-  // routing kernel). MOEJIT_GEMM_TUNE decode.fr=0 turns it off.
+  // routing kernel). GemmTuning::Decode::fr = false turns it off.
   bool fr = false;
   // mxfp4_wgmma with wg = 2: an expert's last 1..64 rows may run as a
-  // one-warpgroup tile (ops::split_tail_bucket); MOEJIT_GEMM_TUNE prefill.st=0 turns it off.
+  // one-warpgroup tile (ops::split_tail_bucket); GemmTuning::Prefill::split_tail = false turns it off.
   bool split_tail = false;
   // mxfp4_wgmma: the weights-as-A kernel (kernels/grouped_gemm_mxfp4_wgmma_wa_sm90.cuh:
   // weights dequantized into wgmma A registers, 256 threads, wg = 64-row halves
-  // of the routed-row tile; depth is not used). MOEJIT_GEMM_TUNE prefill.wa=0|1.
+  // of the routed-row tile; depth is not used). GemmTuning::Prefill::wa.
   bool wa = false;
   // mxfp4_ws: routed rows per m-tile (the wgmma N dimension: 32, 64, 128 or
   // 192); stages is its ring depth. The default where tiles of 192 rows fit
-  // the experts (gpt-oss-120b T >= ~3000); MOEJIT_GEMM_TUNE prefill.ws=1|0
-  // forces it on or off past decode.
+  // the experts (gpt-oss-120b T >= ~3000); GemmTuning::Prefill::ws forces it
+  // on or off past decode.
   int tm = 0;
   int cwg = 2;  // mxfp4_ws: consumer warpgroups (2 or 4; 64 * cwg weight rows per CTA)
   bool ws = false;
@@ -73,31 +72,25 @@ struct GemmConfig {
   std::string to_string() const;  // "kernel=x_operand_a bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=6 splits=1 k_tail=0"
 };
 
-// One item of MOEJIT_GEMM_TUNE (docs/environment.md): "decode.kw=2" overrides
-// field kw of the decode configuration, "prefill.stages=4" field stages of the
-// wgmma configuration.
-struct GemmTune {
-  bool decode = true;  // decode (mxfp4_decode) or prefill (mxfp4_wgmma)
-  std::string field;   // decode: wn, kw, mw, nt, depth, ctas, xs (0/1) or fr (0/1); prefill: wg, stages, depth, st (0/1), wa (0/1) or ws (0/1)
-  int value = 0;       // 1..16, or 0/1 for the flags
-};
-// Parses comma-separated items. Throws InvalidArgument naming the first bad item.
-std::vector<GemmTune> parse_gemm_tune(std::string_view text);
-
 // Empty when the key can be run; otherwise the reason, naming the field and value.
 std::string why_not_implementable(const SpecKey& key);
 
-// Config for key. Throws InvalidArgument with why_not_implementable()'s reason,
-// and for a down key with out=bf16 whose config splits K (splits > 1: the
-// partials must stay f32). The out dtype never changes the config.
-// Does not allocate on success.
+// Config for key under `tuning` (moejit/tuning.hpp: unset fields keep the
+// heuristic's choice). Throws InvalidArgument with why_not_implementable()'s
+// reason, for a down key with out=bf16 whose config splits K (splits > 1: the
+// partials must stay f32), and for a tuning that breaks the chosen kernel's
+// contract for this key (naming the tuning, the config and k). The out dtype
+// never changes the config. Does not allocate on success.
+GemmConfig choose_config(const SpecKey& key, const GemmTuning& tuning);
+// The same under the process's MOEJIT_GEMM_TUNE (util::env::gemm_tuning()).
 GemmConfig choose_config(const SpecKey& key);
 
 // The dtype the MoE layer's down projection writes Y in for a down key of its
 // shape (key.out_dtype is ignored): bf16 when choose_config keeps K whole
 // (splits == 1), halving Y's bytes for the down store and the combine; f32 when
-// it splits K. f32 also for keys choose_config rejects. bf16 / w4a16_mxfp4 only.
-DType down_out_dtype(const SpecKey& key);
+// it splits K, under `tuning`. f32 also for keys choose_config rejects.
+// bf16 / w4a16_mxfp4 only.
+DType down_out_dtype(const SpecKey& key, const GemmTuning& tuning);
 
 // Upper bound of m-tiles for `rows` routed rows over `experts` experts and tile
 // height bm: sum_e ceil(c_e / bm) <= rows / bm + min(experts, rows).

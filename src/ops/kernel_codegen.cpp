@@ -45,8 +45,8 @@ int bias_code(BiasKind b) {
 
 }  // namespace
 
-KernelSource generate_grouped_gemm(const SpecKey& key) {
-  const ops::GemmConfig c = ops::choose_config(key);
+KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning) {
+  const ops::GemmConfig c = ops::choose_config(key, tuning);
   const bool gate_up = key.op == OpKind::gate_up;
   const std::string epilogue = std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
                                (gate_up ? "true" : "false") + ", " + (key.router_weight ? "true" : "false") + ", " +

@@ -7,6 +7,7 @@
 #include "moejit/quant.hpp"
 #include "ops/launch_contracts.hpp"
 #include "ops/moe_keys.hpp"
+#include "util/env.hpp"
 
 namespace moejit::ops {
 namespace {
@@ -14,17 +15,17 @@ namespace {
 std::uint32_t ceil_div32(std::uint64_t a, std::uint64_t b) { return static_cast<std::uint32_t>((a + b - 1) / b); }
 
 GemmPlan gemm_plan(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
-                   const Target& target) {
+                   const Target& target, const GemmTuning& tuning) {
   GemmPlan g;
   if (is_fp8(quant)) {
-    g.key = gemm_key(op, s, quant, wscale, bucket, target);
+    g.key = gemm_key(op, s, quant, wscale, bucket, target, tuning);
     g.fp8 = choose_fp8_config(g.key);
     g.bm = g.fp8.bm();
     g.quantize_key = quantize_fp8_key(quant, g.key.k, target);
   } else {
     // bf16 / w4a16_mxfp4 keys carry the mode's own weight scale (moe_layer_keys).
-    g.key = gemm_key(op, s, quant, bucket, target);
-    g.config = choose_config(g.key);
+    g.key = gemm_key(op, s, quant, default_weight_scale(quant), bucket, target, tuning);
+    g.config = choose_config(g.key, tuning);
     g.bm = g.config.bm();
     g.splits = static_cast<unsigned>(g.config.splits);
   }
@@ -50,7 +51,7 @@ std::vector<SpecKey> MoeLayerPlan::keys() const {
 }
 
 MoeLayerPlan make_layer_plan(const MoeLayerShape& s, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
-                             const Target& target) {
+                             const Target& target, const GemmTuning& tuning) {
   check_shape(s, quant);
   if (bucket == 0) throw InvalidArgument("token_bucket must be >= 1, got 0");
   MoeLayerPlan p;
@@ -59,19 +60,19 @@ MoeLayerPlan make_layer_plan(const MoeLayerShape& s, QuantMode quant, WeightScal
   p.fp8 = is_fp8(quant);
   p.route_key = route_key(s, bucket, target);
   p.route_staged = route_staged(s.experts, std::uint64_t(bucket) * s.top_k);
-  p.gate_up = gemm_plan(OpKind::gate_up, s, quant, wscale, bucket, target);
-  p.down = gemm_plan(OpKind::down, s, quant, wscale, bucket, target);
+  p.gate_up = gemm_plan(OpKind::gate_up, s, quant, wscale, bucket, target, tuning);
+  p.down = gemm_plan(OpKind::down, s, quant, wscale, bucket, target, tuning);
   p.shared_tiles = p.gate_up.bm == p.down.bm;
   p.y_dtype = p.down.key.out_dtype;
   p.y_splits = p.down.splits;
   if (!p.fp8) {
     p.fused_route = quant == QuantMode::w4a16_mxfp4 && p.gate_up.config.fr && p.down.config.fr;
-    p.tail_bucket = split_tail_bucket(s, quant, bucket, target);
+    p.tail_bucket = split_tail_bucket(s, quant, bucket, target, tuning);
     if (p.tail_bucket != 0) {
       for (GemmPlan* g : {&p.gate_up, &p.down}) {
         g->has_tail = true;
-        g->tail_key = gemm_key(g->key.op, s, quant, p.tail_bucket, target);
-        g->tail_grid_n = ceil_div32(g->key.n, choose_config(g->tail_key).bn());
+        g->tail_key = gemm_key(g->key.op, s, quant, default_weight_scale(quant), p.tail_bucket, target, tuning);
+        g->tail_grid_n = ceil_div32(g->key.n, choose_config(g->tail_key, tuning).bn());
       }
     }
   }
@@ -88,8 +89,13 @@ MoeLayerPlan make_layer_plan(const MoeLayerShape& s, QuantMode quant, WeightScal
 
 namespace moejit {
 std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale,
+                                    std::uint32_t token_bucket, const Target& target, const GemmTuning& tuning) {
+  return ops::make_layer_plan(shape, quant, wscale, token_bucket, target, tuning).keys();
+}
+
+std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale,
                                     std::uint32_t token_bucket, const Target& target) {
-  return ops::make_layer_plan(shape, quant, wscale, token_bucket, target).keys();
+  return moe_layer_keys(shape, quant, wscale, token_bucket, target, util::env::gemm_tuning());
 }
 
 std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant, std::uint32_t token_bucket,

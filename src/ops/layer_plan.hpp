@@ -11,6 +11,7 @@
 
 #include "moejit/key.hpp"
 #include "moejit/moe_shape.hpp"
+#include "moejit/tuning.hpp"
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/grouped_gemm_config.hpp"
 
@@ -58,8 +59,10 @@ struct MoeLayerPlan {
   std::vector<SpecKey> keys() const;
 };
 
-// Throws InvalidArgument (bad shape, bucket 0, a key the heuristics refuse).
+// The GEMMs' configurations (and through them the down key's Y dtype and the
+// split tail) follow `tuning`. Throws InvalidArgument (bad shape, bucket 0, a
+// key the heuristics refuse, a tuning that breaks a kernel's contract).
 MoeLayerPlan make_layer_plan(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
-                             const Target& target);
+                             const Target& target, const GemmTuning& tuning);
 
 }  // namespace moejit::ops

@@ -17,8 +17,9 @@ namespace moejit {
 
 class MoeLayerPlans {
  public:
-  MoeLayerPlans(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, const Target& target)
-      : shape_(shape), quant_(quant), wscale_(wscale), target_(target) {}
+  MoeLayerPlans(const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, const Target& target,
+                const GemmTuning& tuning)
+      : shape_(shape), quant_(quant), wscale_(wscale), target_(target), tuning_(tuning) {}
   MoeLayerPlans(const MoeLayerPlans&) = delete;
   MoeLayerPlans& operator=(const MoeLayerPlans&) = delete;
   ~MoeLayerPlans() {
@@ -35,13 +36,13 @@ class MoeLayerPlans {
     std::lock_guard lock(mu_);
     if (i >= 0) {
       if (const ops::MoeLayerPlan* p = slots_[i].load(std::memory_order_relaxed)) return *p;
-      auto plan = std::make_unique<ops::MoeLayerPlan>(ops::make_layer_plan(shape_, quant_, wscale_, bucket, target_));
+      auto plan = std::make_unique<ops::MoeLayerPlan>(ops::make_layer_plan(shape_, quant_, wscale_, bucket, target_, tuning_));
       const ops::MoeLayerPlan* p = plan.release();
       slots_[i].store(p, std::memory_order_release);
       return *p;
     }
     auto& other = others_[bucket];
-    if (!other) other = std::make_unique<ops::MoeLayerPlan>(ops::make_layer_plan(shape_, quant_, wscale_, bucket, target_));
+    if (!other) other = std::make_unique<ops::MoeLayerPlan>(ops::make_layer_plan(shape_, quant_, wscale_, bucket, target_, tuning_));
     return *other;
   }
 
@@ -65,6 +66,7 @@ class MoeLayerPlans {
   QuantMode quant_;
   WeightScale wscale_;
   Target target_;
+  GemmTuning tuning_;  // the runtime's (Runtime::gemm_tuning)
   std::array<std::atomic<const ops::MoeLayerPlan*>, kSlots> slots_{};
   std::mutex mu_;
   std::map<std::uint32_t, std::unique_ptr<ops::MoeLayerPlan>> others_;

@@ -10,6 +10,7 @@
 #include "moejit/quant.hpp"
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "util/env.hpp"
 
 namespace moejit::ops {
 namespace {
@@ -27,11 +28,16 @@ SpecKey base_key(OpKind op, QuantMode quant, std::uint32_t bucket, std::uint32_t
 }  // namespace
 
 SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, std::uint32_t bucket, const Target& target) {
-  return gemm_key(op, s, quant, default_weight_scale(quant), bucket, target);
+  return gemm_key(op, s, quant, default_weight_scale(quant), bucket, target, util::env::gemm_tuning());
 }
 
 SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
                  const Target& target) {
+  return gemm_key(op, s, quant, wscale, bucket, target, util::env::gemm_tuning());
+}
+
+SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
+                 const Target& target, const GemmTuning& tuning) {
   const bool gate_up = op == OpKind::gate_up;
   SpecKey key = gate_up ? base_key(op, quant, bucket, gate_up_columns(s), s.hidden, target)
                         : base_key(op, quant, bucket, s.hidden, s.intermediate, target);
@@ -52,7 +58,7 @@ SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale
     // Y in bf16 unless the heuristic splits K (its partials stay f32); the FP8
     // grouped GEMM writes f32 Y.
     key.out_dtype = DType::f32;
-    if (!is_fp8(quant)) key.out_dtype = down_out_dtype(key);
+    if (!is_fp8(quant)) key.out_dtype = down_out_dtype(key, tuning);
   }
   return key;
 }
@@ -71,15 +77,23 @@ std::uint32_t previous_bucket(std::uint32_t b) {
 }  // namespace
 
 std::uint32_t split_tail_bucket(const MoeLayerShape& s, QuantMode quant, std::uint32_t bucket, const Target& target) {
+  return split_tail_bucket(s, quant, bucket, target, util::env::gemm_tuning());
+}
+
+std::uint32_t split_tail_bucket(const MoeLayerShape& s, QuantMode quant, std::uint32_t bucket, const Target& target,
+                                const GemmTuning& tuning) {
   if (quant != QuantMode::w4a16_mxfp4) return 0;
-  const SpecKey gu = gemm_key(OpKind::gate_up, s, quant, bucket, target), dn = gemm_key(OpKind::down, s, quant, bucket, target);
-  const GemmConfig cg = choose_config(gu), cd = choose_config(dn);
+  const WeightScale w = default_weight_scale(quant);
+  const SpecKey gu = gemm_key(OpKind::gate_up, s, quant, w, bucket, target, tuning),
+                dn = gemm_key(OpKind::down, s, quant, w, bucket, target, tuning);
+  const GemmConfig cg = choose_config(gu, tuning), cd = choose_config(dn, tuning);
   auto two_wg = [](const GemmConfig& c) { return c.kernel == GemmKernel::mxfp4_wgmma && c.wg == 2 && c.split_tail; };
   if (!two_wg(cg) || !two_wg(cd)) return 0;
   for (std::uint32_t b = bucket; b > 1;) {
     b = previous_bucket(b);
-    const SpecKey tg = gemm_key(OpKind::gate_up, s, quant, b, target), td = gemm_key(OpKind::down, s, quant, b, target);
-    const GemmConfig ctg = choose_config(tg), ctd = choose_config(td);
+    const SpecKey tg = gemm_key(OpKind::gate_up, s, quant, w, b, target, tuning),
+                  td = gemm_key(OpKind::down, s, quant, w, b, target, tuning);
+    const GemmConfig ctg = choose_config(tg, tuning), ctd = choose_config(td, tuning);
     if (ctg.kernel != GemmKernel::mxfp4_wgmma || ctd.kernel != GemmKernel::mxfp4_wgmma) return 0;  // past the wgmma range
     if (ctg.wg == 1 && ctd.wg == 1 && ctg.wa == cg.wa && ctd.wa == cd.wa && ctg.k_tail == cg.k_tail && ctd.k_tail == cd.k_tail && td.out_dtype == dn.out_dtype)
       return b;

@@ -3,16 +3,20 @@
 
 #include "moejit/key.hpp"
 #include "moejit/moe_shape.hpp"
+#include "moejit/tuning.hpp"
 
 namespace moejit::ops {
 
 // gate_up: n = 2I, k = D, the shape's activation and gate_up bias, bf16 out.
 // down: n = D, k = I, down bias, router weight applied; out = the dtype of Y:
 // bf16 / w4a16_mxfp4: down_out_dtype() (bf16 unless the config splits K, then
-// f32); FP8 modes: f32.
+// f32, which depends on the tuning); FP8 modes: f32. wscale: the weight-scale
+// granularity (fp8_per_token: per_expert or per_channel).
+SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
+                 const Target& target, const GemmTuning& tuning);
+// The same under the process's MOEJIT_GEMM_TUNE (util::env::gemm_tuning()),
+// with default_weight_scale(quant) or an explicit one.
 SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, std::uint32_t bucket, const Target& target);
-// The same with an explicit weight-scale granularity (fp8_per_token: per_expert or
-// per_channel); the overload above uses default_weight_scale(quant).
 SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
                  const Target& target);
 SpecKey route_key(const MoeLayerShape& shape, std::uint32_t bucket, const Target& target);
@@ -28,6 +32,9 @@ SpecKey combine_key(const MoeLayerShape& shape, DType y_dtype, std::uint32_t buc
 // wgmma instruction and k order per row, so a row's bits do not depend on the
 // tile it lands in (padding invariance). 0 when it does not apply. The bucket
 // is in prewarm_set of any budget that holds `bucket`.
+std::uint32_t split_tail_bucket(const MoeLayerShape& shape, QuantMode quant, std::uint32_t bucket,
+                                const Target& target, const GemmTuning& tuning);
+// The same under the process's MOEJIT_GEMM_TUNE.
 std::uint32_t split_tail_bucket(const MoeLayerShape& shape, QuantMode quant, std::uint32_t bucket,
                                 const Target& target);
 

@@ -119,7 +119,7 @@ MoeLayer::MoeLayer(Runtime& runtime, const MoeLayerShape& shape, QuantMode quant
   SpecKey probe = make_gemm_key(OpKind::gate_up, quant, 1, 32, 32, target);
   probe.weight_scale = wscale;
   validate(probe);  // wscale must fit quant (throws InvalidArgument naming wscale)
-  plans_ = std::make_shared<MoeLayerPlans>(shape_, quant_, wscale_, target_);
+  plans_ = std::make_shared<MoeLayerPlans>(shape_, quant_, wscale_, target_, runtime.gemm_tuning());
 }
 
 const ops::MoeLayerPlan& MoeLayer::plan_for(std::uint32_t num_tokens) const {

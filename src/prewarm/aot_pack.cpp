@@ -27,9 +27,13 @@ std::string plan_json(const PrewarmPlan& plan) {
 
 }  // namespace
 
-std::size_t write_aot_pack(Runtime& runtime, const PrewarmPlan& plan, const std::filesystem::path& out) {
+AotPackSummary write_aot_pack(Runtime& runtime, const PrewarmPlan& plan, const std::filesystem::path& out,
+                              std::string_view description) {
   if (out.empty()) throw InvalidArgument("write_aot_pack: out must be a file path, got an empty path");
-  const std::vector<SpecKey> keys = enumerate_keys(plan);
+  // Why first: producing the kernels can take minutes; a destination that
+  // cannot take the pack must fail before that.
+  cache::check_pack_destination(out);
+  const std::vector<SpecKey> keys = enumerate_keys(plan, runtime.gemm_tuning());
   cache::PackManifest m;
   std::vector<cache::Entry> entries;
   entries.reserve(keys.size());
@@ -43,9 +47,13 @@ std::size_t write_aot_pack(Runtime& runtime, const PrewarmPlan& plan, const std:
   m.nvrtc_version = entries.front().header.payload.nvrtc_version;
   m.target = to_string(plan.target);
   m.created_unix = static_cast<std::int64_t>(std::time(nullptr));
-  m.plan_json = plan_json(plan);
+  m.plan_json = description.empty() ? plan_json(plan) : std::string(description);
   cache::write_pack(out, m, entries);
-  return keys.size();
+  return AotPackSummary{keys.size(), m.target, m.nvrtc_version};
+}
+
+std::size_t write_aot_pack(Runtime& runtime, const PrewarmPlan& plan, const std::filesystem::path& out) {
+  return write_aot_pack(runtime, plan, out, {}).keys;
 }
 
 }  // namespace moejit

@@ -8,6 +8,7 @@
 #include "moejit/moe_layer.hpp"
 #include "moejit/prewarm.hpp"
 #include "prewarm/plan_check.hpp"
+#include "util/env.hpp"
 
 namespace moejit {
 namespace {
@@ -58,7 +59,9 @@ void prewarm_detail::check_plan(const PrewarmPlan& plan) {
                           std::to_string(plan.bucket_exponent) + ")");
 }
 
-std::vector<SpecKey> enumerate_keys(const PrewarmPlan& plan) {
+std::vector<SpecKey> enumerate_keys(const PrewarmPlan& plan) { return enumerate_keys(plan, util::env::gemm_tuning()); }
+
+std::vector<SpecKey> enumerate_keys(const PrewarmPlan& plan, const GemmTuning& tuning) {
   prewarm_detail::check_plan(plan);
   const std::vector<std::uint32_t> buckets = prewarm_set(plan.max_num_tokens, plan.bucket_exponent);
   std::vector<SpecKey> keys;
@@ -70,7 +73,7 @@ std::vector<SpecKey> enumerate_keys(const PrewarmPlan& plan) {
     for (WeightScale wscale : prewarm_detail::scales_for(plan, quant)) {
       for (const MoeLayerShape& shape : plan.layers) {
         for (std::uint32_t bucket : buckets) {
-          for (SpecKey& key : moe_layer_keys(shape, quant, wscale, bucket, plan.target)) {
+          for (SpecKey& key : moe_layer_keys(shape, quant, wscale, bucket, plan.target, tuning)) {
             if (seen.insert(key).second) keys.push_back(std::move(key));
           }
         }

@@ -38,13 +38,13 @@ struct Hash128Fn {
 
 }  // namespace
 
-Grouping group_by_kernel(const std::vector<SpecKey>& keys) {
+Grouping group_by_kernel(const std::vector<SpecKey>& keys, const GemmTuning& tuning) {
   Grouping out;
   std::unordered_map<Hash128, std::size_t, Hash128Fn> group_of;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     Hash128 h;
     try {
-      h = source_hash(keys[i], codegen::generate(keys[i]));
+      h = source_hash(keys[i], codegen::generate(keys[i], tuning));
     } catch (const std::exception&) {
       // Why not reject here: the runtime may use its own generator
       // (RuntimeOptions::generator) that implements this key. A group of its

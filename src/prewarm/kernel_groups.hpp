@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "moejit/key.hpp"
+#include "moejit/tuning.hpp"
 
 namespace moejit::prewarm_detail {
 
@@ -20,11 +21,11 @@ struct Grouping {
   std::vector<KernelGroup> groups;  // ordered by their first member
 };
 
-// Runs codegen::generate() on every key (no compile, no NVRTC) and groups keys
+// Runs codegen::generate(key, tuning) on every key (no compile, no NVRTC) and groups keys
 // with byte-identical generated sources, NVRTC options, target and launch contract. Within one
 // NVRTC version that is exactly the cache's content address. A key that
 // generate() rejects gets a group of its own (the runtime, which may have its
 // own generator, decides). Never throws for a key.
-Grouping group_by_kernel(const std::vector<SpecKey>& keys);
+Grouping group_by_kernel(const std::vector<SpecKey>& keys, const GemmTuning& tuning);
 
 }  // namespace moejit::prewarm_detail

@@ -119,7 +119,7 @@ std::string_view to_string(PrewarmFailureKind kind) {
 PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOptions& options) {
   const auto t0 = Clock::now();
   const unsigned jobs = resolve_jobs(options.jobs);
-  const std::vector<SpecKey> keys = enumerate_keys(plan);  // validates the plan
+  const std::vector<SpecKey> keys = enumerate_keys(plan, runtime.gemm_tuning());  // validates the plan
 
   PrewarmReport report;
   report.model_name = plan.model_name;
@@ -128,7 +128,7 @@ PrewarmReport prewarm(Runtime& runtime, const PrewarmPlan& plan, const PrewarmOp
   report.buckets = prewarm_set(plan.max_num_tokens, plan.bucket_exponent).size();
   report.keys = keys.size();
 
-  const prewarm_detail::Grouping grouping = prewarm_detail::group_by_kernel(keys);
+  const prewarm_detail::Grouping grouping = prewarm_detail::group_by_kernel(keys, runtime.gemm_tuning());
   const std::vector<KernelGroup>& groups = grouping.groups;
   const std::size_t total = groups.size();
   std::vector<GroupResult> results(total);

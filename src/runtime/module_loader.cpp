@@ -42,7 +42,7 @@ CUfunction Runtime::Impl::function_in_current_context(runtime::KernelSlot& slot)
   m.function = function;
   m.context.store(ctx, std::memory_order_relaxed);
   slot.loaded_count.store(n + 1, std::memory_order_release);
-  module_loads.fetch_add(1, std::memory_order_relaxed);
+  bump(StatId::module_loads);
   return function;
 }
 

@@ -15,6 +15,10 @@ using runtime::KernelSlot;
 using runtime::KeySlot;
 using runtime::SlotState;
 
+KernelSource Runtime::Impl::generate(const SpecKey& key) const {
+  return options.generator ? options.generator(key) : codegen::generate(key, tuning);
+}
+
 namespace {
 
 // Why 120 s: an NVRTC compile of a large GEMM takes seconds; a peer holding the
@@ -107,7 +111,7 @@ KernelSlot* Runtime::Impl::resolve(const SpecKey& key, const Hash128& key_hash, 
 
   try {
     if (sealed.load(std::memory_order_acquire)) on_miss_after_seal(key);
-    KernelSource src = options.generator ? options.generator(key) : codegen::generate(key);
+    KernelSource src = generate(key);
     cache::AddressPayload payload = cache::make_payload(src, key.target, nvrtc_version_text());
     const Hash128 address = payload.address();
 
@@ -161,11 +165,10 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::load_from_pack(const Hash12
   if (!pack) return nullptr;
   cache::Pack::Lookup l = pack->load(address, &payload);
   if (l.status == cache::Pack::Status::hit) {
-    pack_hits.fetch_add(1, std::memory_order_relaxed);
-    disk_hits.fetch_add(1, std::memory_order_relaxed);
-    cache::PersistentStats d;
+    Stats d;
     d.disk_hits = 1;
-    record(d, false);
+    d.pack_hits = 1;
+    record(d, Flush::batched);
     util::logger()->debug("pack hit {} for key {}", address.hex(), key_text);
     return from_entry(address, std::move(*l.entry));
   }
@@ -184,25 +187,23 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::load_from_disk(const Hash12
                                                                     const std::string& key_text) {
   if (!disk) return nullptr;
   cache::LoadResult r = disk->load(address, payload);
-  cache::PersistentStats d;
+  Stats d;
   if (r.status == cache::LoadStatus::hit) {
     disk->touch(address);
-    disk_hits.fetch_add(1, std::memory_order_relaxed);
     d.disk_hits = 1;
-    record(d, false);
+    record(d, Flush::batched);
     util::logger()->debug("disk hit {} for key {}", address.hex(), key_text);
     return from_entry(address, std::move(*r.entry));
   }
   if (r.status == cache::LoadStatus::quarantined) {
-    quarantined.fetch_add(1, std::memory_order_relaxed);
     d.quarantined = 1;
-    record(d, true);
+    record(d, Flush::now);
   }
   return nullptr;
 }
 
 std::shared_ptr<const CompiledKernel> Runtime::Impl::find_cached(const SpecKey& key, CompiledKernel::Origin& origin) {
-  KernelSource src = options.generator ? options.generator(key) : codegen::generate(key);
+  KernelSource src = generate(key);
   cache::AddressPayload payload = cache::make_payload(src, key.target, nvrtc_version_text());
   const Hash128 address = payload.address();
   {
@@ -258,9 +259,9 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::obtain(const SpecKey& key, 
       return k;
     }
   }
-  cache::PersistentStats d;
+  Stats d;
   d.disk_misses = 1;
-  record(d, false);
+  record(d, Flush::batched);
   origin = CompiledKernel::Origin::compiled;
   return compile_and_publish(key, key_text, src, payload, address);
 }
@@ -277,16 +278,10 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::compile_and_publish(const S
                         " is neither in the AOT pack nor in the cache directory, and compiling it needs NVRTC");
     out = compiler::compile(src, key.target, key_text);
   } catch (const CompileError&) {
-    compile_failures.fetch_add(1, std::memory_order_relaxed);
-    cache::PersistentStats d;
+    Stats d;
     d.compile_failures = 1;
-    record(d, true);
+    record(d, Flush::now);
     throw;
-  }
-  compiles.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard lock(pending_mu);
-    compile_ms_total += out.compile_ms;
   }
   util::logger()->debug("compiled key {} in {:.1f} ms: {} cubin bytes, {} registers, spills {}/{} bytes (store/load), {}",
                         key_text, out.compile_ms, out.cubin.size(), out.resources.registers,
@@ -301,7 +296,7 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::compile_and_publish(const S
   k->compile_ms = out.compile_ms;
   k->origin = CompiledKernel::Origin::compiled;
 
-  cache::PersistentStats d;
+  Stats d;
   d.compiles = 1;
   d.compile_ms_total = out.compile_ms;
   if (disk) {
@@ -323,7 +318,6 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::compile_and_publish(const S
       // Why not fail: the kernel is compiled and correct; only persistence failed
       // (disk full, read-only directory). Serve from memory.
       d.publish_failures = 1;
-      publish_failures.fetch_add(1, std::memory_order_relaxed);
       if (!publish_warned.exchange(true))
         util::logger()->warn("cannot write cache entry ({}); kernels stay in memory only", ex.what());
       else
@@ -331,7 +325,7 @@ std::shared_ptr<const CompiledKernel> Runtime::Impl::compile_and_publish(const S
     }
   }
   k->cubin = std::move(out.cubin);
-  record(d, true);
+  record(d, Flush::now);
   return k;
 }
 
@@ -346,7 +340,9 @@ void Runtime::Impl::after_publish(const Hash128& address) noexcept {
     o.temp_max_age = options.temp_max_age;
     const cache::PruneReport r = cache::prune(disk->dir(), o);
     if (r.removed_entries) {
-      evicted.fetch_add(r.removed_entries, std::memory_order_relaxed);
+      Stats d;
+      d.evicted = r.removed_entries;
+      record(d, Flush::batched);
       util::logger()->debug("size cap {} bytes: evicted {} least recently used entries ({} bytes){}", *max_bytes,
                             r.removed_entries, r.removed_bytes,
                             r.skipped_locked ? fmt::format(", skipped {} in use", r.skipped_locked) : std::string());

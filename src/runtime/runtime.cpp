@@ -12,6 +12,8 @@ Runtime::Impl::Impl(RuntimeOptions opts) : options(std::move(opts)) {
   util::logger();  // Why first: the logger must outlive this object at static destruction.
   cache_dir = options.cache_dir.empty() ? util::env::cache_dir() : options.cache_dir;
   policy = options.seal_policy.value_or(util::env::strict() ? SealPolicy::strict : SealPolicy::warn);
+  if (options.gemm_tuning) check_gemm_tuning(*options.gemm_tuning);
+  tuning = options.gemm_tuning ? *options.gemm_tuning : util::env::gemm_tuning();
   if (options.use_disk_cache) open_disk_cache();
   mount_pack();
 }
@@ -93,7 +95,7 @@ void Runtime::Impl::mount_pack() {
 
 Runtime::Impl::~Impl() {
   flush_stats();
-  if (process_global || module_loads.load() == 0) return;
+  if (process_global || counts[static_cast<std::size_t>(StatId::module_loads)].load() == 0) return;
   // Why skip for the global runtime: at process exit the driver may already be
   // torn down; the OS reclaims modules anyway.
   try {
@@ -107,23 +109,25 @@ Runtime::Impl::~Impl() {
 }
 
 void Runtime::Impl::on_miss_after_seal(const SpecKey& key) {
-  misses_after_seal.fetch_add(1, std::memory_order_relaxed);
-  cache::PersistentStats d;
+  Stats d;
   d.misses_after_seal = 1;
-  record(d, true);
+  record(d, Flush::now);
   if (policy == SealPolicy::strict)
     throw SealedMiss("kernel requested after seal() was not prewarmed (strict seal policy): key " + key.to_text());
   util::logger()->warn("miss after seal: kernel for key {} was not prewarmed; compiling it now", key.to_text());
 }
 
-void Runtime::Impl::record(const cache::PersistentStats& delta, bool flush_now) {
-  cache::PersistentStats take;
+void Runtime::Impl::record(const Stats& delta, Flush flush) {
+  for (StatId id : kAllStats)
+    if (delta[id] != 0) bump(id, delta[id]);
+  Stats take;
   {
     std::lock_guard lock(pending_mu);
+    compile_ms_total += delta.compile_ms_total;
     pending += delta;
     // Why batch: a disk hit costs microseconds; a stats update costs a lock, a
     // read and a rename. Compiles and anomalies flush at once.
-    if (!flush_now && ++pending_events < 32) return;
+    if (flush == Flush::batched && ++pending_events < 32) return;
     take = pending;
     pending = {};
     pending_events = 0;
@@ -132,7 +136,7 @@ void Runtime::Impl::record(const cache::PersistentStats& delta, bool flush_now) 
 }
 
 void Runtime::Impl::flush_stats() noexcept {
-  cache::PersistentStats take;
+  Stats take;
   {
     std::lock_guard lock(pending_mu);
     take = pending;
@@ -160,13 +164,13 @@ CompiledLookup Runtime::lookup_compiled(const SpecKey& key) {
   const Hash128 h = key.hash();
   CompiledLookup out;
   if (runtime::KernelSlot* slot = impl_->find_ready(key, h)) {
-    impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+    impl_->bump(StatId::memory_hits);
     out.kernel = slot->kernel;
     out.origin = CompiledKernel::Origin::memory;
     return out;
   }
   runtime::KernelSlot* slot = impl_->resolve(key, h, out.origin);
-  if (out.origin == CompiledKernel::Origin::memory) impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+  if (out.origin == CompiledKernel::Origin::memory) impl_->bump(StatId::memory_hits);
   out.kernel = slot->kernel;
   return out;
 }
@@ -175,11 +179,11 @@ KernelRef Runtime::get(const SpecKey& key) {
   const Hash128 h = key.hash();
   runtime::KernelSlot* slot = impl_->find_ready(key, h);
   if (slot) [[likely]] {
-    impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+    impl_->bump(StatId::memory_hits);
   } else {
     CompiledKernel::Origin origin;
     slot = impl_->resolve(key, h, origin);
-    if (origin == CompiledKernel::Origin::memory) impl_->memory_hits.fetch_add(1, std::memory_order_relaxed);
+    if (origin == CompiledKernel::Origin::memory) impl_->bump(StatId::memory_hits);
   }
   return KernelRef{impl_->function_in_current_context(*slot), slot->kernel->launch};
 }
@@ -192,18 +196,15 @@ bool Runtime::sealed() const noexcept { return impl_->sealed.load(std::memory_or
 SealPolicy Runtime::seal_policy() const noexcept { return impl_->policy; }
 const std::filesystem::path& Runtime::cache_dir() const noexcept { return impl_->cache_dir; }
 
+const GemmTuning& Runtime::gemm_tuning() const noexcept { return impl_->tuning; }
+
+KernelSource Runtime::source(const SpecKey& key) const { return impl_->generate(key); }
+
+std::filesystem::path default_cache_dir() { return util::env::cache_dir(); }
+
 RuntimeStats Runtime::stats() const {
   RuntimeStats s;
-  s.memory_hits = impl_->memory_hits.load();
-  s.disk_hits = impl_->disk_hits.load();
-  s.compiles = impl_->compiles.load();
-  s.compile_failures = impl_->compile_failures.load();
-  s.quarantined = impl_->quarantined.load();
-  s.misses_after_seal = impl_->misses_after_seal.load();
-  s.module_loads = impl_->module_loads.load();
-  s.pack_hits = impl_->pack_hits.load();
-  s.evicted = impl_->evicted.load();
-  s.publish_failures = impl_->publish_failures.load();
+  for (StatId id : kAllStats) s[id] = impl_->counts[static_cast<std::size_t>(id)].load(std::memory_order_relaxed);
   std::lock_guard lock(impl_->pending_mu);
   s.compile_ms_total = impl_->compile_ms_total;
   return s;

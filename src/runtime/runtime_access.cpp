@@ -29,7 +29,7 @@ bool RuntimeAccess::pack_mounted(const Runtime& rt) noexcept { return rt.impl_->
 cache::Entry RuntimeAccess::entry_for(Runtime& rt, const SpecKey& key) {
   std::shared_ptr<const CompiledKernel> k = rt.compiled(key);
   Runtime::Impl& impl = *rt.impl_;
-  const KernelSource src = impl.options.generator ? impl.options.generator(key) : codegen::generate(key);
+  const KernelSource src = impl.generate(key);
   cache::Entry e;
   // nvrtc_version is resolved: compiled() above went through nvrtc_version_text().
   e.header.payload = cache::make_payload(src, key.target, impl.nvrtc_version);

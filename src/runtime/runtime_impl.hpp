@@ -1,5 +1,6 @@
 #pragma once
 // Runtime's private state (include/moejit/runtime.hpp declares Runtime::Impl).
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "cache/disk_cache.hpp"
 #include "cache/pack.hpp"
 #include "moejit/runtime.hpp"
+#include "moejit/stats.hpp"
 #include "runtime/slots.hpp"
 
 namespace moejit {
@@ -22,6 +24,7 @@ struct Runtime::Impl {
 
   RuntimeOptions options;
   std::filesystem::path cache_dir;
+  GemmTuning tuning;  // options.gemm_tuning, else MOEJIT_GEMM_TUNE
   SealPolicy policy = SealPolicy::warn;
   std::optional<cache::DiskCache> disk;  // unset: in-memory only (option, or unusable directory)
   bool process_global = false;
@@ -50,14 +53,17 @@ struct Runtime::Impl {
   std::string nvrtc_version;
   std::exception_ptr nvrtc_error;
 
-  // Counters (RuntimeStats) and the batch of persistent deltas.
-  std::atomic<std::uint64_t> memory_hits{0}, disk_hits{0}, compiles{0}, compile_failures{0};
-  std::atomic<std::uint64_t> quarantined{0}, misses_after_seal{0}, module_loads{0};
-  std::atomic<std::uint64_t> pack_hits{0}, evicted{0}, publish_failures{0};
+  // Counters (Runtime::stats(), indexed by StatId) and the batch of persisted
+  // deltas for stats.json.
+  std::array<std::atomic<std::uint64_t>, kStatCount> counts{};
   std::mutex pending_mu;
   double compile_ms_total = 0.0;        // under pending_mu
-  cache::PersistentStats pending;       // under pending_mu; flushed to stats.json
+  Stats pending;                        // under pending_mu; flushed to stats.json
   unsigned pending_events = 0;
+
+  // The key's translation unit: options.generator, else the library's
+  // families under `tuning`. Throws InvalidArgument for a key it cannot implement.
+  KernelSource generate(const SpecKey& key) const;
 
   // Hot path: the ready KernelSlot for key, or nullptr. No allocation, no
   // formatting; takes map_mu shared.
@@ -73,7 +79,15 @@ struct Runtime::Impl {
   CUfunction function_in_current_context(runtime::KernelSlot& slot);
 
   void on_miss_after_seal(const SpecKey& key);
-  void record(const cache::PersistentStats& delta, bool flush_now);
+  // A counter of this runtime only (memory_hits, module_loads: never persisted). No lock.
+  void bump(StatId id, std::uint64_t n = 1) noexcept {
+    counts[static_cast<std::size_t>(id)].fetch_add(n, std::memory_order_relaxed);
+  }
+  // Adds `delta` to this runtime's counters and its persisted counters to the
+  // batch for stats.json: written now (Flush::now: compiles and anomalies) or
+  // with the 32nd batched event, at seal() and at destruction.
+  enum class Flush : bool { batched, now };
+  void record(const Stats& delta, Flush flush);
   void flush_stats() noexcept;
 
  private:

@@ -83,7 +83,15 @@ std::optional<std::uint64_t> cache_max_bytes() {
   return n;
 }
 
-std::optional<std::string> gemm_tune() { return raw("MOEJIT_GEMM_TUNE"); }
+const GemmTuning& gemm_tuning() {
+  // Why a static: a key's kernel is a function of the key and the tuning; a
+  // value that changed under a running process would give one key two kernels.
+  static const GemmTuning tuning = [] {
+    const auto text = raw("MOEJIT_GEMM_TUNE");
+    return text ? parse_gemm_tuning(*text) : GemmTuning{};
+  }();
+  return tuning;
+}
 
 std::optional<std::string> nvrtc_library() { return raw("MOEJIT_NVRTC_LIBRARY"); }
 

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "moejit/tuning.hpp"
+
 namespace moejit::util::env {
 
 // Raw value of a variable; nullopt when unset. Empty counts as unset.
@@ -37,10 +39,12 @@ bool cache_allow_shared();
 // MOEJIT_CACHE_PACK: path of a read-only AOT pack; nullopt when unset.
 std::optional<std::filesystem::path> cache_pack();
 
-// MOEJIT_GEMM_TUNE: developer override of the MXFP4 grouped GEMM tile
-// parameters, e.g. "decode.kw=2,decode.depth=3,prefill.stages=4" (parsed by
-// src/ops/grouped_gemm_config.cpp); nullopt when unset.
-std::optional<std::string> gemm_tune();
+// MOEJIT_GEMM_TUNE: the MXFP4 grouped GEMM tuning as text, e.g.
+// "decode.kw=2,decode.depth=3,prefill.stages=4" (moejit/tuning.hpp,
+// parse_gemm_tuning); empty when unset. Unlike the other variables, read and
+// parsed once per process: every key's kernel must stay the same. Throws
+// InvalidArgument naming the first bad item (on every call, as long as it is bad).
+const GemmTuning& gemm_tuning();
 
 // MOEJIT_NVRTC_LIBRARY: the libnvrtc to open (a path, or a name the dynamic
 // loader searches) instead of libnvrtc.so.13, .so.12, .so; unset = those.

@@ -74,7 +74,7 @@ TEST_CASE("concurrency: 16 moejit-prewarm processes on one cold cache compile ea
   // the lock for longer than the 120 s timeout (not the case here).
   CHECK(compiled == distinct);
   CHECK(disk_hits + compiled == distinct * kProcs);
-  const cache::PersistentStats st = cache::read_stats(cache);
+  const Stats st = cache::read_stats(cache);
   CHECK(st.compiles == distinct);
   CHECK(st.quarantined == 0);
   CHECK(st.publish_failures == 0);

@@ -6,6 +6,8 @@
 
 #include "cache/cache_admin.hpp"
 #include "cache/pack.hpp"
+#include "moejit/aot_pack.hpp"
+#include "moejit/model.hpp"
 #include "runtime/runtime_access.hpp"
 #include "test_cache_support.hpp"
 
@@ -69,7 +71,10 @@ TEST_CASE("pack: round trip; mounted read-only in front of an empty directory; m
   REQUIRE(RuntimeAccess::pack_mounted(rt));
   for (std::uint32_t n : {151, 152, 153}) CHECK(rt.lookup_compiled(tiny_key(n)).origin == CompiledKernel::Origin::disk);
   CHECK(rt.stats().pack_hits == 3);
+  CHECK(rt.stats().disk_hits == 3);  // pack hits are disk hits too
   CHECK(rt.stats().compiles == 0);
+  RuntimeAccess::flush_stats(rt);
+  CHECK(cache::read_stats(overlay).pack_hits == 3);  // and the overlay's stats.json says so
   CHECK(cache::list_entries(overlay).empty());  // pack hits are not copied
   CHECK(rt.lookup_compiled(tiny_key(154)).origin == CompiledKernel::Origin::compiled);
   CHECK(cache::list_entries(overlay).size() == 1);  // the miss went to the writable overlay
@@ -206,4 +211,23 @@ TEST_CASE("pack: write_pack never creates the output folder (a typo fails instea
   CHECK_THROWS_AS(build_pack(out, tk, {95}), InvalidArgument);
   CHECK(!fs::exists(out.parent_path()));
   CHECK_NOTHROW(build_pack(dir.path() / "p.pack", tk, {95}));
+}
+
+TEST_CASE("pack: write_aot_pack and write_pack refuse a destination before any work", "[cache][pack]") {
+  TempDir dir;
+  TinyKernels tk;
+  RuntimeOptions o;
+  o.use_disk_cache = false;
+  o.generator = tk.generator();
+  Runtime rt(o);
+  PrewarmPlan plan = make_plan(embedded_model("gpt-oss-120b"), PlanOptions{});
+  for (const fs::path& out : {dir.path() / "no-such-folder" / "p.moejitpack", dir.path()}) {
+    INFO(out);
+    CHECK_THROWS_WITH(write_aot_pack(rt, plan, out), Catch::Contains(out.has_filename() && out != dir.path()
+                                                                         ? (dir.path() / "no-such-folder").string()
+                                                                         : out.string()));
+  }
+  CHECK(*tk.calls == 0);  // no kernel was generated for a pack that could not be written
+  CHECK_THROWS_WITH(cache::write_pack(dir.path() / "x" / "p", cache::PackManifest{}, {}),
+                    Catch::Contains("does not exist"));
 }

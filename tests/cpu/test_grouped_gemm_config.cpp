@@ -192,30 +192,3 @@ TEST_CASE("grouped GEMM config: split tail uses a smaller bucket's one-warpgroup
     CHECK(ops::split_tail_bucket(s, QuantMode::bf16, 16384, Target{}) == 0);
   }
 }
-
-TEST_CASE("grouped GEMM config: MOEJIT_GEMM_TUNE items parse, bad ones are named", "[heuristic]") {
-  const auto t = ops::parse_gemm_tune("decode.kw=2,prefill.stages=4,prefill.wg=1,decode.ctas=7");
-  REQUIRE(t.size() == 4);
-  CHECK(t[3].field == "ctas");
-  CHECK(t[3].value == 7);
-  CHECK(t[0].decode);
-  CHECK(t[0].field == "kw");
-  CHECK(t[0].value == 2);
-  CHECK(!t[1].decode);
-  CHECK(t[1].field == "stages");
-  CHECK(t[2].value == 1);
-  const auto xs = ops::parse_gemm_tune("decode.xs=0");
-  REQUIRE(xs.size() == 1);
-  CHECK((xs[0].decode && xs[0].field == "xs" && xs[0].value == 0));
-  const auto st = ops::parse_gemm_tune("prefill.st=0");
-  REQUIRE(st.size() == 1);
-  CHECK((!st[0].decode && st[0].field == "st" && st[0].value == 0));
-  const auto wa = ops::parse_gemm_tune("prefill.wa=1");
-  REQUIRE(wa.size() == 1);
-  CHECK((!wa[0].decode && wa[0].field == "wa" && wa[0].value == 1));
-  for (const char* bad : {"decode.kw", "decode.kw=0", "decode.kw=17", "decode.kw=2x", "both.kw=2", "decode.tile=2",
-                          "decode.kw=2,", "kw=2", "decode.stages=4", "decode.wg=2", "prefill.kw=2", "prefill.ctas=6",
-                          "prefill.st=2", "decode.st=1", "decode.xs=2", "prefill.xs=1", "decode.fr=2", "prefill.fr=1", "prefill.wa=2", "decode.wa=1"})
-    CHECK_THROWS_WITH(ops::parse_gemm_tune(bad), Catch::Contains("MOEJIT_GEMM_TUNE item"));
-  CHECK_THROWS_WITH(ops::parse_gemm_tune("decode.kw=2,prefill.depth=x"), Catch::Contains("'prefill.depth=x'"));
-}

@@ -12,6 +12,7 @@
 #include "ops/layer_plan.hpp"
 #include "ops/layer_plans.hpp"
 #include "ops/moe_keys.hpp"
+#include "util/env.hpp"
 
 using namespace moejit;
 using ops::LayerStep;
@@ -47,7 +48,7 @@ TEST_CASE("layer plan: keys, configs and steps agree with the per-op functions f
     const MoeLayerShape s = shape_of(c);
     for (std::uint32_t b : prewarm_set(20000)) {
       INFO(c.model << " " << to_string(c.quant) << " " << to_string(c.wscale) << " bucket " << b);
-      const ops::MoeLayerPlan p = ops::make_layer_plan(s, c.quant, c.wscale, b, t);
+      const ops::MoeLayerPlan p = ops::make_layer_plan(s, c.quant, c.wscale, b, t, util::env::gemm_tuning());
       REQUIRE(p.bucket == b);
       const bool fp8 = ops::is_fp8(c.quant);
       REQUIRE(p.fp8 == fp8);
@@ -100,11 +101,11 @@ TEST_CASE("layer plan: keys, configs and steps agree with the per-op functions f
 
 TEST_CASE("layer plan: bad input throws naming the field", "[plan]") {
   const MoeLayerShape s = shape_of({"gpt-oss-120b", QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32});
-  CHECK_THROWS_WITH(ops::make_layer_plan(s, QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, 0, Target{}),
+  CHECK_THROWS_WITH(ops::make_layer_plan(s, QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, 0, Target{}, GemmTuning{}),
                     Catch::Contains("token_bucket"));
   MoeLayerShape bad = s;
   bad.hidden = 100;
-  CHECK_THROWS_WITH(ops::make_layer_plan(bad, QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, 1, Target{}),
+  CHECK_THROWS_WITH(ops::make_layer_plan(bad, QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, 1, Target{}, GemmTuning{}),
                     Catch::Contains("hidden"));
 }
 
@@ -121,7 +122,7 @@ TEST_CASE("layer plan cache: one slot per bucket, built once, shared across thre
   CHECK(MoeLayerPlans::slot(0) == -1);
 
   const MoeLayerShape s = shape_of({"gpt-oss-120b", QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32});
-  MoeLayerPlans plans(s, QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, Target{});
+  MoeLayerPlans plans(s, QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, Target{}, util::env::gemm_tuning());
   const std::vector<std::uint32_t> buckets = prewarm_set(20000);
   std::vector<std::vector<const ops::MoeLayerPlan*>> got(8);
   std::vector<std::thread> pool;
@@ -150,7 +151,7 @@ TEST_CASE("layer plan: a layer's public steps and run() see the plan's facts", "
   const MoeLayer layer(rt, s, QuantMode::w4a16_mxfp4);
   for (std::uint32_t T : {1u, 7u, 64u, 1000u, 4096u}) {
     const ops::MoeLayerPlan p =
-        ops::make_layer_plan(s, QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, round_up_tokens(T), Target{});
+        ops::make_layer_plan(s, QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, round_up_tokens(T), Target{}, util::env::gemm_tuning());
     MoeLayerArgs a;
     a.num_tokens = T;
     a.workspace = 1 << 20;

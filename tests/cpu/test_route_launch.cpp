@@ -62,8 +62,8 @@ TEST_CASE("prewarm grouping: same source, different launch contract -> two group
   REQUIRE(sa.source == sb.source);
   REQUIRE(sa.name_expression == sb.name_expression);
   REQUIRE(sa.launch.dynamic_smem_bytes != sb.launch.dynamic_smem_bytes);
-  const auto g = prewarm_detail::group_by_kernel({a, b});
+  const auto g = prewarm_detail::group_by_kernel({a, b}, GemmTuning{});
   CHECK(g.groups.size() == 2);
   // Same key twice: one group.
-  CHECK(prewarm_detail::group_by_kernel({a, a}).groups.size() == 1);
+  CHECK(prewarm_detail::group_by_kernel({a, a}, GemmTuning{}).groups.size() == 1);
 }

@@ -53,6 +53,7 @@ TEST_CASE("runtime: a second Runtime on the same directory hits the disk and com
     auto k = rt.compiled(tiny_key(5));
     cubin = k->cubin;
     address = k->content_hash;
+    CHECK(rt.stats().disk_misses == 1);  // the same counter as stats.json's
   }
   cache::DiskCache dc(dir.path());
   CHECK(std::filesystem::is_regular_file(dc.entry_path(address)));
@@ -64,6 +65,7 @@ TEST_CASE("runtime: a second Runtime on the same directory hits the disk and com
   CHECK(k2.kernel->resources.registers > 0);
   CHECK(rt2.stats().compiles == 0);
   CHECK(rt2.stats().disk_hits == 1);
+  CHECK(rt2.stats().disk_misses == 0);
   RuntimeAccess::flush_stats(rt2);
   auto ps = cache::read_stats(dir.path());
   CHECK(ps.compiles == 1);

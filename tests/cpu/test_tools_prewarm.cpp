@@ -86,8 +86,13 @@ TEST_CASE("moejit-prewarm: other bad arguments are one line and exit code 2", "[
   for (const char* arch : {"sm_90", "sm_80", "sm_100a"})
     check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--arch", arch, "--cache-dir", cd}),
                       "sm_90a");
-  check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--tp", "7", "--cache-dir", cd}), "7");
-  check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--max-num-tokens", "lots"}), "lots");
+  // The flags as typed, with the value (not the library's field names, not CLI11's text).
+  check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--tp", "7", "--cache-dir", cd}), "--tp 7: ");
+  check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--ep", "3", "--cache-dir", cd}), "--ep 3: ");
+  check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--max-num-tokens", "lots"}),
+                    "--max-num-tokens lots: not a whole number");
+  check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--tp", "x"}), "--tp x: not a whole number");
+  check_usage_error(run_tool("moejit-prewarm", {"--hf-config", cd, "--cache-dir", cd}), "--hf-config '");
   check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--weight-scale", "per_row"}), "per_row");
   // per_channel exists, but no mode of this plan (w4a16_mxfp4) uses it.
   check_usage_error(run_tool("moejit-prewarm", {"--model", "gpt-oss-120b", "--weight-scale", "per_channel",

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/cache_admin.hpp"
+#include "moejit/stats.hpp"
 #include "prewarm/tool_support.hpp"
 #include "util/env.hpp"
 
@@ -148,18 +149,19 @@ int cmd_stats(const std::filesystem::path& dir, bool json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  const cache::PersistentStats& p = s.recorded;
+  const Stats& p = s.recorded;
   std::error_code ec;
   std::printf("cache dir          %s%s\n", dir.c_str(), std::filesystem::exists(dir, ec) ? "" : " (does not exist)");
   std::printf("entries            %zu (%s)\n", s.entries, format_bytes(s.entry_bytes).c_str());
-  std::printf("quarantined        %zu files (%s) now, %llu moved aside in total\n", s.quarantined_files,
-              format_bytes(s.quarantine_bytes).c_str(), static_cast<unsigned long long>(p.quarantined));
-  std::printf("recorded           %llu disk hits, %llu disk misses, %llu compiles (%s summed NVRTC wall time), %llu compile failures\n",
-              static_cast<unsigned long long>(p.disk_hits), static_cast<unsigned long long>(p.disk_misses),
-              static_cast<unsigned long long>(p.compiles), format_ms(p.compile_ms_total).c_str(),
-              static_cast<unsigned long long>(p.compile_failures));
-  std::printf("                   %llu misses after seal, %llu publish failures\n",
-              static_cast<unsigned long long>(p.misses_after_seal), static_cast<unsigned long long>(p.publish_failures));
+  std::printf("quarantine now     %zu files (%s)\n", s.quarantined_files, format_bytes(s.quarantine_bytes).c_str());
+  std::printf("recorded in stats.json, summed over every process that used the directory:\n");
+  for (StatId id : kAllStats) {
+    if (!is_persisted(id)) continue;
+    std::printf("  %-18s %12llu  %s\n", std::string(to_string(id)).c_str(), static_cast<unsigned long long>(p[id]),
+                std::string(describe(id)).c_str());
+  }
+  std::printf("  %-18s %12s  summed NVRTC wall time\n", std::string(kCompileMsTotalId).c_str(),
+              format_ms(p.compile_ms_total).c_str());
   return 0;
 }
 

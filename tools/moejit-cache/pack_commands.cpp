@@ -74,6 +74,12 @@ int cmd_verify_pack(const std::filesystem::path& pack_path, bool json) {
 }
 
 int cmd_export(const std::filesystem::path& dir, const std::filesystem::path& out, const std::string& target) {
+  // Why first: reading every entry of a large cache takes a while.
+  try {
+    cache::check_pack_destination(out);
+  } catch (const InvalidArgument& e) {
+    throw UsageError("export " + out.string() + ": " + e.what());
+  }
   std::vector<std::string> skipped;
   std::vector<cache::Entry> all = cache::collect_entries(dir, &skipped);
   for (const std::string& s : skipped) std::fprintf(stderr, "moejit-cache: warning: skipped %s\n", s.c_str());

@@ -1,25 +1,19 @@
 #include "arch.hpp"
 
-#include "driver/cuda_api.hpp"
+#include "moejit/device.hpp"
 
 namespace moejit::tools {
 
-bool have_gpu() noexcept { return driver::gpu_available(); }
+bool have_gpu() noexcept { return device::available(); }
 
 Target default_target() noexcept {
   const Target fallback{90, true};
-  if (!driver::gpu_available()) return fallback;
+  if (!device::available()) return fallback;
   try {
-    const driver::CudaApi& cu = driver::cuda();
-    CUdevice dev = 0;
-    int major = 0, minor = 0;
-    if (cu.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return fallback;
-    if (cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
-        cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS)
-      return fallback;
+    const int cc = device::device_info(0).compute_capability;
     // Why 'a' from 9.0 on: wgmma and setmaxnreg exist only in the arch-specific
     // variants, and a cubin for sm_90a runs only on 9.0 anyway.
-    return Target{static_cast<std::uint16_t>(10 * major + minor), major >= 9};
+    return Target{static_cast<std::uint16_t>(cc), cc >= 90};
   } catch (...) {
     return fallback;
   }

@@ -27,12 +27,10 @@
 #include "moejit/prewarm.hpp"
 #include "moejit/runtime.hpp"
 #include "plan_input.hpp"
+#include "moejit/aot_pack.hpp"
 #include "prewarm/tool_support.hpp"
 #include "progress.hpp"
 #include "summary.hpp"
-#include "util/env.hpp"
-#include "cache/pack.hpp"
-#include "runtime/runtime_access.hpp"
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -170,27 +168,13 @@ SealCheckResult seal_check(Runtime& runtime, const std::vector<SpecKey>& keys, c
   return r;
 }
 
-// The plan's kernels as an AOT pack: manifest (versions, target, plan, every
-// key with its entry id) + index + the entries.
-void write_pack_file(Runtime& runtime, const std::vector<SpecKey>& keys, const PrewarmPlan& plan,
-                     const std::string& report_json, const std::string& out) {
-  cache::PackManifest m;
-  std::vector<cache::Entry> entries;
-  entries.reserve(keys.size());
-  for (const SpecKey& k : keys) {
-    cache::Entry e = RuntimeAccess::entry_for(runtime, k);
-    m.keys.push_back({k.to_text(), e.header.payload.address()});
-    entries.push_back(std::move(e));
-  }
-  if (entries.empty()) throw Error("--pack: the plan has no keys");
-  m.moejit_version = entries.front().header.payload.moejit_version;
-  m.nvrtc_version = entries.front().header.payload.nvrtc_version;
-  m.target = to_string(plan.target);
-  m.created_unix = static_cast<std::int64_t>(std::time(nullptr));
-  m.plan_json = nlohmann::json::parse(report_json)["plan"].dump();
-  cache::write_pack(out, m, entries);
-  std::fprintf(stderr, "%s: wrote AOT pack %s (%zu keys, target %s, NVRTC %s)\n", kTool, out.c_str(), keys.size(),
-               m.target.c_str(), m.nvrtc_version.c_str());
+// The plan's kernels as an AOT pack (write_aot_pack), the manifest describing
+// the plan as the summary's "plan" object does.
+void write_pack_file(Runtime& runtime, const PrewarmPlan& plan, const std::string& report_json,
+                     const std::string& out) {
+  const AotPackSummary w = write_aot_pack(runtime, plan, out, nlohmann::json::parse(report_json)["plan"].dump());
+  std::fprintf(stderr, "%s: wrote AOT pack %s (%zu keys, target %s, NVRTC %s)\n", kTool, out.c_str(), w.keys,
+               w.target.c_str(), w.nvrtc_version.c_str());
 }
 
 int run(int argc, char** argv) {
@@ -251,7 +235,7 @@ int run(int argc, char** argv) {
   if (a.load && !have_gpu()) throw EnvironmentError("--load needs a GPU, and none is usable on this machine");
 
   RuntimeOptions ropts;
-  ropts.cache_dir = a.cache_dir.empty() ? util::env::cache_dir() : a.cache_dir;
+  ropts.cache_dir = a.cache_dir.empty() ? default_cache_dir() : std::filesystem::path(a.cache_dir);
   if (a.check) {
     // Why no write probe: --check is for caches that must not change (baked
     // into an image, a read-only export); only their trust is checked.
@@ -291,7 +275,7 @@ int run(int argc, char** argv) {
   if (!a.pack.empty()) {
     if (report.failed > 0 || !report.failures.empty())
       throw Error("--pack: not written, " + std::to_string(report.failed) + " kernels failed");
-    write_pack_file(runtime, keys, plan, summary_json(report, ctx), a.pack);
+    write_pack_file(runtime, plan, summary_json(report, ctx), a.pack);
   }
 
   for (const PrewarmFailure& f : report.failures) {

@@ -19,13 +19,28 @@ PrewarmPlan load_plan(const PlanRequest& request) {
     // Why check here and not only in the loader: the tool promises exit code 2
     // and a one-line message naming the option for a missing input file.
     if (!fs::exists(p, ec)) throw UsageError("--hf-config: '" + p.string() + "' does not exist");
-    spec = load_hf_config(p);
+    try {
+      spec = load_hf_config(p);
+    } catch (const InvalidArgument& e) {
+      // The library names its input "model config '<path>'"; the user typed --hf-config.
+      std::string msg = e.what();
+      const std::string prefix = "model config ";
+      if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+      throw UsageError("--hf-config " + msg);
+    }
   } else {
     spec = embedded_model(*request.model);
   }
   if (!request.quant && !spec.checkpoint_quant && !spec.checkpoint_quant_method.empty())
     throw UsageError(describe(request) + ": its checkpoint quantization '" + spec.checkpoint_quant_method +
                      "' is not supported; choose a quant mode with --quant (bf16, w4a16_mxfp4, mxfp8, fp8_per_token)");
+  // The split flags, named as typed (the library names PlanOptions' fields).
+  if (request.tp >= 1 && spec.intermediate % static_cast<std::uint32_t>(request.tp) != 0)
+    throw UsageError("--tp " + std::to_string(request.tp) + ": does not divide the expert intermediate size " +
+                     std::to_string(spec.intermediate) + " of " + describe(request));
+  if (request.ep >= 1 && spec.experts % static_cast<std::uint32_t>(request.ep) != 0)
+    throw UsageError("--ep " + std::to_string(request.ep) + ": does not divide the expert count " +
+                     std::to_string(spec.experts) + " of " + describe(request));
   PlanOptions opts;
   opts.quant = request.quant;
   opts.max_num_tokens = request.max_num_tokens;

@@ -45,7 +45,6 @@
 #include "moejit/model.hpp"
 #include "moejit/moe_layer.hpp"
 #include "moejit/runtime.hpp"
-#include "ops/grouped_gemm_config.hpp"
 #include "../cli_usage.hpp"
 #include "stream_hold.hpp"
 
@@ -286,14 +285,14 @@ int main(int argc, char** argv) {
                   r.weight_tbps, r.tflops, r.floor_us, 100.0 * r.floor_us / r.us, r.err, r.queued_us, r.graph_us);
     if (!json_path.empty()) {
       std::ofstream jf(json_path, std::ios::app);
-      const char* tune = std::getenv("MOEJIT_GEMM_TUNE");
+      const std::string tune = to_string(rt.gemm_tuning());
       for (const auto& r : rows) {
         nlohmann::json j{{"tool", "moejit-run"}, {"model", model}, {"quant", std::string(to_string(quant))},
                          {"T", r.T}, {"experts_hit", r.experts_hit}, {"time_us", r.us}, {"queued_us", r.queued_us},
                          {"graph_us", r.graph_us},
                          {"weight_tbps", r.weight_tbps}, {"tflops", r.tflops}, {"floor_us", r.floor_us},
                          {"rel_err", r.err}, {"route_us", r.step_us[0]}, {"gate_up_us", r.step_us[1]},
-                         {"down_us", r.step_us[2]}, {"combine_us", r.step_us[3]}, {"tune", tune ? tune : ""}};
+                         {"down_us", r.step_us[2]}, {"combine_us", r.step_us[3]}, {"tune", tune}};
         jf << j.dump() << "\n";
       }
       if (!jf) throw moejit::Error("--json " + json_path + ": cannot write");
@@ -304,10 +303,9 @@ int main(int argc, char** argv) {
       std::printf("%7u %9.1f %10.1f %10.1f %10.1f\n", r.T, r.step_us[0], r.step_us[1], r.step_us[2], r.step_us[3]);
     std::printf("\nkernels (ptxas report):\n");
     for (std::uint32_t T : tokens) {
-      for (const SpecKey& key : moe_layer_keys(shape, quant, round_up_tokens(T), Target{})) {
+      for (const SpecKey& key : moe_layer_keys(shape, quant, default_weight_scale(quant), round_up_tokens(T), Target{}, rt.gemm_tuning())) {
         const auto ck = rt.compiled(key);
-        std::string cfg;
-        if (key.op == OpKind::gate_up || key.op == OpKind::down) cfg = ops::choose_config(key).to_string();
+        const std::string cfg = rt.source(key).config_text;
         std::printf("  T=%-5u %-8s regs=%-4d spill_st=%-3d spill_ld=%-3d stack=%-4d smem_dyn=%-6u threads=%-4u %s\n", T,
                     std::string(to_string(key.op)).c_str(), ck->resources.registers, ck->resources.spill_store_bytes,
                     ck->resources.spill_load_bytes, ck->resources.stack_frame_bytes, ck->launch.dynamic_smem_bytes,
