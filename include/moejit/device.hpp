@@ -132,8 +132,16 @@ class Stream {
 //   moejit::device::synchronize(s.get());
 //
 // A replay reads and writes the same device memory as the captured calls did
-// (the arguments are baked in). MoeLayer::run captures: after prewarm it
-// allocates, synchronizes and compiles nothing.
+// (the arguments are baked in, the token count too: an engine that replays
+// several batch sizes captures one graph per size, and two graphs sharing one
+// workspace must not run at the same time). MoeLayer::run captures once its
+// kernels are loaded in this context: after prewarm() with
+// PrewarmOptions::load_on_gpu on this thread's context, or after one eager run
+// of the same bucket (what tests/gpu/test_graph_capture_gpu.cpp does), it
+// allocates, synchronizes, compiles and loads nothing. The capture mode is
+// global: while it lasts, an illegal call on any thread of the process (a
+// cuMemAlloc, a synchronization) fails, so other threads should not allocate,
+// synchronize or load kernels (prewarm with load_on_gpu) meanwhile.
 class Graph {
  public:
   Graph() = default;
