@@ -70,6 +70,9 @@ TEST_CASE("tools alike: errors name the flag the user typed, not the library's f
                     {"--model deepseek-v3", "--quant", "bf16", "w4a16_mxfp4"});
   check_usage_error("moejit-prewarm", run_tool("moejit-prewarm", with(kSmall, {"--quant", "int3"})),
                     {"--quant", "int3"});
+  // A real quant mode moejit-run has no random layer data for: a usage error, not a GPU failure.
+  check_usage_error("moejit-run", run_tool("moejit-run", {"--quant", "mxfp8", "--tokens", "1"}),
+                    {"--quant mxfp8", "bf16", "w4a16_mxfp4"});
 }
 
 TEST_CASE("tools alike: --json and --pack to an unusable place fail at once with exit 2, before any compile",

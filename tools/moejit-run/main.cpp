@@ -139,6 +139,9 @@ int main(int argc, char** argv) {
       } catch (const InvalidArgument& e) {
         return usage(std::string("--quant: ") + e.what());
       }
+      // The random layer data (tools/common/layer_data.hpp) has these two weight layouts only.
+      if (*po.quant != QuantMode::bf16 && *po.quant != QuantMode::w4a16_mxfp4)
+        return usage("--quant " + quant_text + ": moejit-run runs bf16 and w4a16_mxfp4 layers (bash bench/run.sh times the FP8 modes)");
     } else if (!spec.checkpoint_quant) {
       if (!spec.checkpoint_quant_method.empty())
         return usage("--model " + model + ": its checkpoint quantization '" + spec.checkpoint_quant_method +
