@@ -14,7 +14,7 @@
 #include "compiler/nvrtc_compiler.hpp"
 #include "moejit/error.hpp"
 #include "moejit/key.hpp"
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 
 namespace moejit::tools {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "../cli_usage.hpp"
 #include "commands.hpp"
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 #include "util/env.hpp"
 
 namespace moejit::tools {

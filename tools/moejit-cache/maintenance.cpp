@@ -7,7 +7,7 @@
 
 #include "cache/cache_admin.hpp"
 #include "commands.hpp"
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 #include "util/env.hpp"
 
 namespace moejit::tools {

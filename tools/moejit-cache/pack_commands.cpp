@@ -5,7 +5,7 @@
 
 #include "cache/pack.hpp"
 #include "commands.hpp"
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 
 namespace moejit::tools {
 namespace {
