@@ -142,19 +142,15 @@ def include_targets(rel, text, search_dirs):
 
 # The library's internal headers (src/) that a tool includes where the public
 # API (include/moejit) has no equivalent: cache administration and AOT pack
-# reading (moejit-cache), the driver table for GPU timing (moejit-run) and
-# device buffers (tools/common). Any other include of src/ from tools/ is a
-# finding; an entry that is no longer used is one too.
+# reading (moejit-cache). Any other include of src/ from tools/ is a finding;
+# an entry that is no longer used is one too.
 TOOLS_INTERNAL = {
-    "tools/common/layer_data.hpp": {"driver/device_buffer.hpp"},
     "tools/moejit-cache/commands.cpp": {"cache/cache_admin.hpp", "util/env.hpp"},
     "tools/moejit-cache/explain.cpp": {"cache/cache_admin.hpp", "cache/content_address.hpp", "cache/pack.hpp",
                                        "codegen/kernel_source.hpp", "compiler/nvrtc_compiler.hpp"},
     "tools/moejit-cache/main.cpp": {"util/env.hpp"},
     "tools/moejit-cache/maintenance.cpp": {"cache/cache_admin.hpp", "util/env.hpp"},
     "tools/moejit-cache/pack_commands.cpp": {"cache/pack.hpp"},
-    "tools/moejit-run/main.cpp": {"driver/cuda_api.hpp"},
-    "tools/moejit-run/stream_hold.hpp": {"compiler/nvrtc_compiler.hpp", "driver/cuda_api.hpp"},
 }
 
 
