@@ -141,25 +141,15 @@ def include_targets(rel, text, search_dirs):
 
 
 # The library's internal headers (src/) that a tool includes where the public
-# API (include/moejit) has no equivalent: cache administration and AOT pack
-# reading (moejit-cache), the tools' shared support code, the driver table for
-# GPU timing (moejit-run) and device buffers (tools/common). Any other include
-# of src/ from tools/ is a finding; an entry that is no longer used is one too.
+# API (include/moejit) has no equivalent: the content address and the entries'
+# address payloads of `moejit-cache explain`, and the AOT pack reading and
+# writing of `moejit-cache ls --pack` / `explain --pack` / `export`. Any other
+# include of src/ from tools/ is a finding; an entry that is no longer used is
+# one too.
 TOOLS_INTERNAL = {
-    "tools/common/layer_data.hpp": {"driver/device_buffer.hpp"},
-    "tools/moejit-cache/commands.cpp": {"cache/cache_admin.hpp", "prewarm/tool_support.hpp", "util/env.hpp"},
     "tools/moejit-cache/explain.cpp": {"cache/cache_admin.hpp", "cache/content_address.hpp", "cache/pack.hpp",
-                                       "codegen/kernel_source.hpp", "compiler/nvrtc_compiler.hpp",
-                                       "prewarm/tool_support.hpp"},
-    "tools/moejit-cache/main.cpp": {"prewarm/tool_support.hpp", "util/env.hpp"},
-    "tools/moejit-cache/maintenance.cpp": {"cache/cache_admin.hpp", "prewarm/tool_support.hpp", "util/env.hpp"},
-    "tools/moejit-cache/pack_commands.cpp": {"cache/pack.hpp", "prewarm/tool_support.hpp"},
-    "tools/moejit-prewarm/main.cpp": {"prewarm/tool_support.hpp"},
-    "tools/moejit-prewarm/plan_input.cpp": {"prewarm/tool_support.hpp"},
-    "tools/moejit-prewarm/progress.cpp": {"prewarm/tool_support.hpp"},
-    "tools/moejit-prewarm/summary.cpp": {"prewarm/tool_support.hpp"},
-    "tools/moejit-run/main.cpp": {"driver/cuda_api.hpp"},
-    "tools/moejit-run/stream_hold.hpp": {"compiler/nvrtc_compiler.hpp", "driver/cuda_api.hpp"},
+                                       "codegen/kernel_source.hpp", "compiler/nvrtc_compiler.hpp"},
+    "tools/moejit-cache/pack_commands.cpp": {"cache/pack.hpp"},
 }
 
 

@@ -1,7 +1,7 @@
 #pragma once
 // Small device utilities for programs and tests that do not bring their own CUDA
 // runtime: is a GPU there, make a context current, allocate device memory
-// (RAII), copy, synchronize. They use the same lazily opened libcuda.so.1 as
+// (RAII), copy, synchronize, streams, events and graphs. They use the same lazily opened libcuda.so.1 as
 // the rest of moejit (dlopen on first use; nothing links against libcuda), so
 // a program using them still starts on a machine without a driver and can
 // ask available() first.
@@ -15,6 +15,7 @@
 //
 // Errors: DriverError naming the driver call and the CUresult (no driver, no
 // device, allocation failure ...); InvalidArgument for a copy outside a buffer.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -120,6 +121,79 @@ class Stream {
 
  private:
   CUstream stream_ = nullptr;
+};
+
+// A CUDA event of the current context for timing GPU work (timing enabled),
+// destroyed by the destructor. Move-only; a moved-from Event is empty.
+//
+//   moejit::device::Event start, stop;
+//   start.record(stream);
+//   layer.run(weights, args, stream);
+//   stop.record(stream);
+//   float ms = moejit::device::Event::elapsed_ms(start, stop);  // waits for stop
+//
+// Needs a current context (make_current()). Throws DriverError.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Enqueues the event on `stream` (nullptr: the legacy default stream): it
+  // completes when the work enqueued before it has run. Throws
+  // InvalidArgument on an empty Event, DriverError.
+  void record(CUstream stream);
+  // Waits until the last record() completed. Throws InvalidArgument on an
+  // empty Event, DriverError.
+  void synchronize() const;
+  // GPU time in milliseconds from `start` to `end` (resolution about 0.5 us),
+  // after waiting for `end`. Both must have been recorded, `start` first.
+  // Throws InvalidArgument when either is empty (naming it), DriverError (an
+  // event never recorded: CUDA_ERROR_INVALID_HANDLE).
+  static float elapsed_ms(const Event& start, const Event& end);
+
+  CUevent get() const noexcept { return event_; }
+  explicit operator bool() const noexcept { return event_ != nullptr; }
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+// A one-thread kernel that keeps a stream busy for a given time, so that the
+// launches the host enqueues behind it are queued on the GPU before the first
+// of them starts: an Event pair around those launches then measures their GPU
+// execution without the host's launch latency (nvbench's "blocking kernel").
+// The constructor compiles it with NVRTC (once per StreamHold, well under a
+// second; nothing is cached) and loads it in the current context; the
+// destructor unloads it. Move-only.
+//
+//   moejit::device::StreamHold hold;
+//   hold.launch(stream, std::chrono::microseconds(100));  // the host enqueues the layer meanwhile
+//   start.record(stream); layer.run(weights, args, stream); stop.record(stream);
+//
+// Throws DriverError (libnvrtc or libcuda missing, no current context),
+// CompileError.
+class StreamHold {
+ public:
+  StreamHold();
+  ~StreamHold();
+  StreamHold(StreamHold&& other) noexcept;
+  StreamHold& operator=(StreamHold&& other) noexcept;
+  StreamHold(const StreamHold&) = delete;
+  StreamHold& operator=(const StreamHold&) = delete;
+
+  // Enqueues the hold on `stream` (nullptr: the legacy default stream) and
+  // returns at once; the kernel spins on the GPU's nanosecond timer for
+  // `duration`. Throws InvalidArgument on a negative duration or an empty
+  // StreamHold, DriverError.
+  void launch(CUstream stream, std::chrono::nanoseconds duration) const;
+
+ private:
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
 };
 
 // A CUDA graph of the work that one function enqueues on a stream, captured

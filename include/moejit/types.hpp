@@ -8,7 +8,9 @@
 // Opaque CUDA Driver API handles, declared exactly as cuda.h declares them, so
 // users need not include cuda.h to use moejit and may include it too.
 typedef struct CUstream_st* CUstream;
+typedef struct CUevent_st* CUevent;
 typedef struct CUfunc_st* CUfunction;
+typedef struct CUmod_st* CUmodule;
 typedef struct CUctx_st* CUcontext;
 typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphExec_st* CUgraphExec;

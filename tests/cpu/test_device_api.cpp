@@ -33,6 +33,24 @@ TEST_CASE("device api: available() agrees with driver_status()", "[device]") {
   }
 }
 
+TEST_CASE("device api: without a driver, Event and StreamHold throw DriverError naming the cause", "[device]") {
+  if (device::driver_status().loaded) return;  // a machine with a driver: the GPU suite covers them
+  try {
+    device::Event e;
+    FAIL("Event() without a driver must throw");
+  } catch (const DriverError& e) {
+    CHECK(std::string(e.what()).find("libcuda") != std::string::npos);
+  }
+  // NVRTC compiles the hold kernel where it is present; loading it needs libcuda.
+  try {
+    device::StreamHold hold;
+    FAIL("StreamHold() without a driver must throw");
+  } catch (const DriverError& e) {
+    const std::string what = e.what();
+    CHECK((what.find("libcuda") != std::string::npos || what.find("libnvrtc") != std::string::npos));
+  }
+}
+
 TEST_CASE("device api: an empty Buffer needs no driver and refuses copies outside it", "[device]") {
   device::Buffer b(0);
   CHECK_FALSE(b);

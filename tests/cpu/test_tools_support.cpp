@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "moejit/error.hpp"
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 
 using namespace moejit;
 using namespace moejit::tools;

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "driver/device_buffer.hpp"
+#include "moejit/device.hpp"
 #include "moejit/formats.hpp"
 #include "moejit/moe_layer.hpp"
 
@@ -53,7 +53,7 @@ inline std::uint32_t gate_up_cols(const MoeLayerShape& s) {
 
 // One grouped GEMM's expert weights [E, N, K] on the device.
 struct DeviceExpertWeights {
-  driver::DeviceBuffer w, scales;
+  device::Buffer w, scales;
 
   static DeviceExpertWeights random(QuantMode q, std::uint32_t E, std::uint32_t N, std::uint32_t K,
                                     std::uint64_t seed) {
@@ -68,9 +68,9 @@ struct DeviceExpertWeights {
       parallel_fill(sc.size(), seed + 1, [&](std::size_t b, std::size_t e, std::uint64_t s) {
         for (std::size_t i = b; i < e; ++i) sc[i] = static_cast<std::uint8_t>(base + splitmix64(s) % 3);
       });
-      d.w = driver::DeviceBuffer(data.size());
+      d.w = device::Buffer(data.size());
       d.w.upload(data.data(), data.size());
-      d.scales = driver::DeviceBuffer(sc.size());
+      d.scales = device::Buffer(sc.size());
       d.scales.upload(sc.data(), sc.size());
     } else {
       std::vector<std::uint16_t> h(elems);
@@ -78,7 +78,7 @@ struct DeviceExpertWeights {
       parallel_fill(h.size(), seed, [&](std::size_t b, std::size_t e, std::uint64_t s) {
         for (std::size_t i = b; i < e; ++i) h[i] = float_to_bf16(amp * (2.f * unit_float(s) - 1.f));
       });
-      d.w = driver::DeviceBuffer(h.size() * 2);
+      d.w = device::Buffer(h.size() * 2);
       d.w.upload(h.data(), h.size() * 2);
     }
     return d;
@@ -88,7 +88,7 @@ struct DeviceExpertWeights {
 // Both GEMMs' weights and biases of one layer (bf16 or w4a16_mxfp4) on the device.
 struct DeviceLayerWeights {
   DeviceExpertWeights w1, w2;
-  driver::DeviceBuffer b1, b2;
+  device::Buffer b1, b2;
 
   static DeviceLayerWeights random(const MoeLayerShape& s, QuantMode q, std::uint64_t seed) {
     DeviceLayerWeights l;
@@ -99,18 +99,18 @@ struct DeviceLayerWeights {
       if (kind == BiasKind::bf16) {
         std::vector<std::uint16_t> b(n);
         for (auto& v : b) v = float_to_bf16(unit_float(st) - 0.5f);
-        driver::DeviceBuffer d(n * 2);
+        device::Buffer d(n * 2);
         d.upload(b.data(), n * 2);
         return d;
       }
       if (kind == BiasKind::f32) {
         std::vector<float> b(n);
         for (auto& v : b) v = unit_float(st) - 0.5f;
-        driver::DeviceBuffer d(n * 4);
+        device::Buffer d(n * 4);
         d.upload(b.data(), n * 4);
         return d;
       }
-      return driver::DeviceBuffer();
+      return device::Buffer();
     };
     l.b1 = bias(s.gate_up_bias, std::size_t(s.experts) * gate_up_cols(s), seed + 11);
     l.b2 = bias(s.down_bias, std::size_t(s.experts) * s.hidden, seed + 13);
@@ -171,17 +171,17 @@ struct HostLayerInputs {
 // The device side of one call: inputs, output and workspace (both filled with
 // 0xFF bytes, NaN in bf16 and fp32, so a row the layer fails to write shows).
 struct DeviceLayerCall {
-  driver::DeviceBuffer x, ids, gamma, out, ws;
+  device::Buffer x, ids, gamma, out, ws;
   MoeLayerArgs args;
 
   DeviceLayerCall(const MoeLayer& layer, const HostLayerInputs& in) {
     const auto& s = layer.shape();
     const std::uint32_t T = in.tokens;
-    x = driver::DeviceBuffer(std::max<std::size_t>(16, in.x.size() * 2));
-    ids = driver::DeviceBuffer(std::max<std::size_t>(16, in.ids.size() * 4));
-    gamma = driver::DeviceBuffer(std::max<std::size_t>(16, in.gamma.size() * 4));
-    out = driver::DeviceBuffer(std::max<std::size_t>(16, std::size_t(T) * s.hidden * 2));
-    ws = driver::DeviceBuffer(std::max<std::size_t>(256, layer.workspace_size(T)));
+    x = device::Buffer(std::max<std::size_t>(16, in.x.size() * 2));
+    ids = device::Buffer(std::max<std::size_t>(16, in.ids.size() * 4));
+    gamma = device::Buffer(std::max<std::size_t>(16, in.gamma.size() * 4));
+    out = device::Buffer(std::max<std::size_t>(16, std::size_t(T) * s.hidden * 2));
+    ws = device::Buffer(std::max<std::size_t>(256, layer.workspace_size(T)));
     x.upload(in.x.data(), in.x.size() * 2);
     ids.upload(in.ids.data(), in.ids.size() * 4);
     gamma.upload(in.gamma.data(), in.gamma.size() * 4);

@@ -1,4 +1,4 @@
-// ls, show, stats, verify: views of a cache directory over src/cache/cache_admin.hpp.
+// ls, show, stats, verify: views of a cache directory over moejit/cache_admin.hpp.
 #include "commands.hpp"
 
 #include <algorithm>
@@ -6,10 +6,9 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "cache/cache_admin.hpp"
+#include "common/tool_support.hpp"
+#include "moejit/cache_admin.hpp"
 #include "moejit/stats.hpp"
-#include "prewarm/tool_support.hpp"
-#include "util/env.hpp"
 
 namespace moejit::tools {
 namespace {
@@ -21,13 +20,13 @@ std::string spills(const ResourceReport& r) {
   return std::to_string(std::max(r.spill_store_bytes, 0)) + "/" + std::to_string(std::max(r.spill_load_bytes, 0));
 }
 
-Json header_json(const cache::EntryHeader& h) {
+Json header_json(const cache_admin::EntryHeader& h) {
   Json j;
   j["key"] = h.key_text;
-  j["target"] = h.payload.target;
-  j["nvrtc_version"] = h.payload.nvrtc_version;
-  j["moejit_version"] = h.payload.moejit_version;
-  j["name_expression"] = h.payload.name_expression;
+  j["target"] = h.target;
+  j["nvrtc_version"] = h.nvrtc_version;
+  j["moejit_version"] = h.moejit_version;
+  j["name_expression"] = h.name_expression;
   j["lowered_name"] = h.lowered_name;
   j["registers"] = h.resources.registers;
   j["spill_store_bytes"] = h.resources.spill_store_bytes;
@@ -41,17 +40,13 @@ Json header_json(const cache::EntryHeader& h) {
   return j;
 }
 
-const cache::EntryInfo* info_of(const std::vector<cache::EntryInfo>& list, const Hash128& address) {
-  for (const cache::EntryInfo& e : list)
+const cache_admin::EntryInfo* info_of(const std::vector<cache_admin::EntryInfo>& list, const Hash128& address) {
+  for (const cache_admin::EntryInfo& e : list)
     if (e.address == address) return &e;
   return nullptr;
 }
 
 }  // namespace
-
-cache::Ownership ownership_from_env() {
-  return util::env::cache_allow_shared() ? cache::Ownership::shared : cache::Ownership::private_only;
-}
 
 std::string format_unix_time(std::int64_t unix_seconds) {
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
@@ -63,10 +58,10 @@ std::string format_unix_time(std::int64_t unix_seconds) {
 }
 
 int cmd_ls(const std::filesystem::path& dir, bool json) {
-  const std::vector<cache::EntryInfo> list = cache::list_entries(dir, ownership_from_env());
+  const std::vector<cache_admin::EntryInfo> list = cache_admin::list_entries(dir, cache_admin::ownership_from_env());
   if (json) {
     Json arr = Json::array();
-    for (const cache::EntryInfo& e : list) {
+    for (const cache_admin::EntryInfo& e : list) {
       Json j;
       j["id"] = e.address.hex();
       j["path"] = e.path.string();
@@ -88,16 +83,16 @@ int cmd_ls(const std::filesystem::path& dir, bool json) {
   }
   std::uint64_t bytes = 0;
   std::printf("%-32s  %9s  %-7s  %4s  %-9s  %-16s  %s\n", "ID", "SIZE", "TARGET", "REGS", "SPILL", "LAST USED", "KEY");
-  for (const cache::EntryInfo& e : list) {
+  for (const cache_admin::EntryInfo& e : list) {
     bytes += e.file_bytes;
     if (!e.problem.empty() || !e.header) {
       std::printf("%-32s  %9s  BAD: %s\n", e.address.hex().c_str(), format_bytes(e.file_bytes).c_str(),
                   e.problem.c_str());
       continue;
     }
-    const cache::EntryHeader& h = *e.header;
+    const cache_admin::EntryHeader& h = *e.header;
     std::printf("%-32s  %9s  %-7s  %4d  %-9s  %-16s  %s\n", e.address.hex().c_str(),
-                format_bytes(e.file_bytes).c_str(), h.payload.target.c_str(), h.resources.registers,
+                format_bytes(e.file_bytes).c_str(), h.target.c_str(), h.resources.registers,
                 spills(h.resources).c_str(), format_unix_time(e.last_used_unix).c_str(), h.key_text.c_str());
   }
   std::printf("%zu entries, %s in %s\n", list.size(), format_bytes(bytes).c_str(), dir.c_str());
@@ -107,11 +102,11 @@ int cmd_ls(const std::filesystem::path& dir, bool json) {
 int cmd_show(const std::filesystem::path& dir, const std::string& id) {
   // read_entry verifies the whole entry; InvalidArgument (no / several matches)
   // and Error (corrupt: exit code 1) reach main's one-line handler.
-  const cache::Entry entry = cache::read_entry(dir, id, ownership_from_env());
-  const cache::EntryHeader& h = entry.header;
-  const Hash128 address = h.payload.address();
-  const std::vector<cache::EntryInfo> list = cache::list_entries(dir, ownership_from_env());
-  const cache::EntryInfo* info = info_of(list, address);
+  const cache_admin::Entry entry = cache_admin::read_entry(dir, id, cache_admin::ownership_from_env());
+  const cache_admin::EntryHeader& h = entry.header;
+  const Hash128 address = entry.address;
+  const std::vector<cache_admin::EntryInfo> list = cache_admin::list_entries(dir, cache_admin::ownership_from_env());
+  const cache_admin::EntryInfo* info = info_of(list, address);
   const auto& r = h.resources;
   std::printf("id                 %s\n", address.hex().c_str());
   if (info) {
@@ -121,14 +116,14 @@ int cmd_show(const std::filesystem::path& dir, const std::string& id) {
   }
   std::printf("status             ok (checksums, header, content address verified)\n");
   std::printf("key                %s\n", h.key_text.c_str());
-  std::printf("target             %s\nnvrtc version      %s\nmoejit version     %s\n", h.payload.target.c_str(),
-              h.payload.nvrtc_version.c_str(), h.payload.moejit_version.c_str());
-  std::printf("name expression    %s\nlowered name       %s\n", h.payload.name_expression.c_str(),
+  std::printf("target             %s\nnvrtc version      %s\nmoejit version     %s\n", h.target.c_str(),
+              h.nvrtc_version.c_str(), h.moejit_version.c_str());
+  std::printf("name expression    %s\nlowered name       %s\n", h.name_expression.c_str(),
               h.lowered_name.c_str());
-  std::printf("source             %llu bytes, xxh3-128 %s\n", static_cast<unsigned long long>(h.payload.source_bytes),
-              h.payload.source_hash.hex().c_str());
+  std::printf("source             %llu bytes, xxh3-128 %s\n", static_cast<unsigned long long>(h.source_bytes),
+              h.source_hash.hex().c_str());
   std::string opts;
-  for (const std::string& o : h.payload.options) opts += (opts.empty() ? "" : " ") + o;
+  for (const std::string& o : h.nvrtc_options) opts += (opts.empty() ? "" : " ") + o;
   std::printf("nvrtc options      %s\n", opts.c_str());
   std::printf("launch             %u threads, %u bytes dynamic shared memory\n", h.launch.block_threads,
               h.launch.dynamic_smem_bytes);
@@ -142,7 +137,7 @@ int cmd_show(const std::filesystem::path& dir, const std::string& id) {
 }
 
 int cmd_stats(const std::filesystem::path& dir, bool json) {
-  const cache::CacheSummary s = cache::summarize(dir);
+  const cache_admin::CacheSummary s = cache_admin::summarize(dir);
   if (json) {
     Json j = Json::parse(s.to_json());
     j["cache_dir"] = dir.string();
@@ -165,25 +160,25 @@ int cmd_stats(const std::filesystem::path& dir, bool json) {
   return 0;
 }
 
-int print_verify_report(const cache::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
+int print_verify_report(const cache_admin::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
                         bool json, const char* hint, bool repair_mode) {
   if (json) {
     Json j;
     j[what_key] = what.string();
     j["entries_ok"] = r.entries_ok;
     j["problems"] = Json::array();
-    for (const cache::Problem& p : r.problems)
+    for (const cache_admin::Problem& p : r.problems)
       j["problems"].push_back({{"path", p.path.string()}, {"kind", std::string(to_string(p.kind))}, {"message", p.message}});
     j["ok"] = r.clean();
-    j["repaired"] = std::count_if(r.problems.begin(), r.problems.end(), [](const cache::Problem& p) { return p.repaired; });
+    j["repaired"] = std::count_if(r.problems.begin(), r.problems.end(), [](const cache_admin::Problem& p) { return p.repaired; });
     j["resolved"] = r.resolved();
     for (std::size_t i = 0; i < r.problems.size(); ++i) j["problems"][i]["repaired"] = r.problems[i].repaired;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    for (const cache::Problem& p : r.problems)
+    for (const cache_admin::Problem& p : r.problems)
       std::printf("%s: %s: %s\n", std::string(to_string(p.kind)).c_str(), p.path.c_str(), p.message.c_str());
     const auto repaired =
-        std::count_if(r.problems.begin(), r.problems.end(), [](const cache::Problem& p) { return p.repaired; });
+        std::count_if(r.problems.begin(), r.problems.end(), [](const cache_admin::Problem& p) { return p.repaired; });
     if (repaired > 0 || (repair_mode && !r.problems.empty()))
       std::printf("%s: %zu entries ok, %zu problems: %zu repaired, %zu kept\n", what.c_str(), r.entries_ok,
                   r.problems.size(), static_cast<std::size_t>(repaired), r.problems.size() - repaired);
@@ -195,8 +190,9 @@ int print_verify_report(const cache::VerifyReport& r, const char* what_key, cons
 }
 
 int cmd_verify(const std::filesystem::path& dir, bool json, bool repair) {
-  const cache::VerifyReport r = cache::verify_all(
-      dir, repair ? cache::VerifyAction::repair : cache::VerifyAction::report, ownership_from_env());
+  const cache_admin::VerifyReport r = cache_admin::verify(
+      dir, repair ? cache_admin::VerifyAction::repair : cache_admin::VerifyAction::report,
+      cache_admin::ownership_from_env());
   return print_verify_report(r, "cache_dir", dir, json,
                              repair ? nullptr
                                     : "a corrupt entry is quarantined and recompiled on its next use; "

@@ -8,15 +8,9 @@
 #include <optional>
 #include <string>
 
-namespace moejit::cache {
-struct VerifyReport;
-enum class Ownership : unsigned char;
-}
+#include "moejit/cache_admin.hpp"
 
 namespace moejit::tools {
-
-// The runtime's trust rule for this process: shared with MOEJIT_CACHE_ALLOW_SHARED=1.
-cache::Ownership ownership_from_env();
 
 // "2026-11-29 14:03" (local time).
 std::string format_unix_time(std::int64_t unix_seconds);
@@ -31,7 +25,7 @@ int cmd_verify(const std::filesystem::path& dir, bool json, bool repair);
 // Prints a verify report (JSON with `what_key`: `what`, or one line per problem
 // plus a summary and, when not clean, `hint`); returns the tool's exit code.
 // Exit 0 when every problem was repaired (`repair_mode`) or there was none.
-int print_verify_report(const cache::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
+int print_verify_report(const cache_admin::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
                         bool json, const char* hint, bool repair_mode = false);
 // Removes entries unused for longer than `older_than` and least-recently-used
 // entries beyond `max_size` bytes; without either limit, MOEJIT_CACHE_MAX_BYTES;

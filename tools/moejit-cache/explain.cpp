@@ -14,7 +14,7 @@
 #include "compiler/nvrtc_compiler.hpp"
 #include "moejit/error.hpp"
 #include "moejit/key.hpp"
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 
 namespace moejit::tools {
 namespace {
@@ -64,6 +64,12 @@ std::string payload_diff(const cache::AddressPayload& a, const cache::AddressPay
   return out;
 }
 
+// The runtime's trust rule for this process, as the cache's own type.
+cache::Ownership ownership() {
+  return cache_admin::ownership_from_env() == cache_admin::Ownership::shared ? cache::Ownership::shared
+                                                                             : cache::Ownership::private_only;
+}
+
 void print_indented(const std::string& text) {
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -80,7 +86,7 @@ int cmd_explain(const std::filesystem::path& dir, const std::string& key_text) {
   const SpecKey key = parse_key(key_text);  // InvalidArgument: exit code 2
   validate(key);
   const KernelSource src = codegen::generate(key);  // InvalidArgument: the kernels cannot implement it
-  const std::vector<cache::EntryInfo> entries = cache::list_entries(dir, ownership_from_env());
+  const std::vector<cache::EntryInfo> entries = cache::list_entries(dir, ownership());
 
   std::optional<cache::AddressPayload> payload;
   std::string no_nvrtc;
@@ -99,7 +105,7 @@ int cmd_explain(const std::filesystem::path& dir, const std::string& key_text) {
                                      [&](const cache::EntryInfo& e) { return e.address == address; });
     if (present) {
       try {
-        const cache::Entry entry = cache::read_entry(dir, id, ownership_from_env());  // verifies everything a load checks
+        const cache::Entry entry = cache::read_entry(dir, id, ownership());  // verifies everything a load checks
         std::printf("hit: entry %s\n", id.c_str());
         if (entry.header.key_text != key.to_text())
           std::printf("  shared with the key that compiled it: %s\n", entry.header.key_text.c_str());

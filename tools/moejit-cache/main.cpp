@@ -16,8 +16,8 @@
 
 #include "../cli_usage.hpp"
 #include "commands.hpp"
-#include "prewarm/tool_support.hpp"
-#include "util/env.hpp"
+#include "common/tool_support.hpp"
+#include "moejit/runtime.hpp"
 
 namespace moejit::tools {
 namespace {
@@ -71,7 +71,7 @@ int run(int argc, char** argv) {
     throw UsageError(usage_error_text(app, e));
   }
 
-  const std::filesystem::path dir = cache_dir.empty() ? util::env::cache_dir() : std::filesystem::path(cache_dir);
+  const std::filesystem::path dir = cache_dir.empty() ? default_cache_dir() : std::filesystem::path(cache_dir);
   // The subcommands that read or change the directory: a typo in --cache-dir
   // must not report an empty, healthy cache (exit 3, as moejit-prewarm).
   auto existing = [&]() -> const std::filesystem::path& {

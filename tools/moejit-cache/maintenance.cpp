@@ -1,14 +1,13 @@
-// prune and clear: the subcommands that delete (over src/cache/cache_admin.hpp).
+// prune and clear: the subcommands that delete (over moejit/cache_admin.hpp).
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
 #include <string>
 
-#include "cache/cache_admin.hpp"
 #include "commands.hpp"
-#include "prewarm/tool_support.hpp"
-#include "util/env.hpp"
+#include "common/tool_support.hpp"
+#include "moejit/cache_admin.hpp"
 
 namespace moejit::tools {
 
@@ -16,14 +15,14 @@ int cmd_prune(const std::filesystem::path& dir, std::optional<std::uint64_t> max
               std::optional<std::chrono::seconds> older_than, bool dry_run) {
   // Why the environment as a fallback: MOEJIT_CACHE_MAX_BYTES is the cache's
   // configured cap (docs/environment.md); a cron job can run a bare `prune`.
-  if (!max_size && !older_than) max_size = util::env::cache_max_bytes();
+  if (!max_size && !older_than) max_size = cache_admin::max_bytes_from_env();
   if (!max_size && !older_than)
     throw UsageError("prune needs --max-size BYTES and/or --older-than DURATION (or MOEJIT_CACHE_MAX_BYTES)");
-  cache::PruneOptions o;
+  cache_admin::PruneOptions o;
   o.max_bytes = max_size;
   o.older_than = older_than;
   o.dry_run = dry_run;
-  const cache::PruneReport r = cache::prune(dir, o);
+  const cache_admin::PruneReport r = cache_admin::prune(dir, o);
   const char* verb = dry_run ? "would remove" : "removed";
   std::printf("%s %zu entries (%s) and %zu quarantined files (%s), kept %zu entries (%s) and %zu quarantined files (%s)",
               verb, r.removed_entries, format_bytes(r.removed_bytes).c_str(), r.removed_quarantined,
@@ -37,7 +36,7 @@ int cmd_prune(const std::filesystem::path& dir, std::optional<std::uint64_t> max
 }
 
 int cmd_clear(const std::filesystem::path& dir, bool yes) {
-  const cache::CacheSummary s = cache::summarize(dir);
+  const cache_admin::CacheSummary s = cache_admin::summarize(dir);
   const std::string what = std::to_string(s.entries) + " entries (" + format_bytes(s.entry_bytes) + ") and " +
                            std::to_string(s.quarantined_files) + " quarantined files in " + dir.string();
   if (!yes) {
@@ -51,7 +50,7 @@ int cmd_clear(const std::filesystem::path& dir, bool yes) {
       return 0;
     }
   }
-  const cache::ClearReport r = cache::clear(dir);
+  const cache_admin::ClearReport r = cache_admin::clear(dir);
   std::printf("deleted %zu files (%s) in %s: %zu entries (%s), %zu last-use stamps, %zu lock files, %zu temp files, "
               "%zu quarantined files (%s), %zu foreign files (%s); statistics reset\n",
               r.files(), format_bytes(r.bytes()).c_str(), dir.c_str(), r.entries, format_bytes(r.entry_bytes).c_str(),

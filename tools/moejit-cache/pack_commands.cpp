@@ -5,7 +5,7 @@
 
 #include "cache/pack.hpp"
 #include "commands.hpp"
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 
 namespace moejit::tools {
 namespace {
@@ -70,7 +70,7 @@ int cmd_ls_pack(const std::filesystem::path& pack_path, bool json) {
 }
 
 int cmd_verify_pack(const std::filesystem::path& pack_path, bool json) {
-  return print_verify_report(cache::verify_pack(pack_path), "pack", pack_path, json, nullptr);
+  return print_verify_report(cache_admin::verify_pack(pack_path), "pack", pack_path, json, nullptr);
 }
 
 int cmd_export(const std::filesystem::path& dir, const std::filesystem::path& out, const std::string& target) {

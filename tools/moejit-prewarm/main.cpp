@@ -28,7 +28,7 @@
 #include "moejit/runtime.hpp"
 #include "plan_input.hpp"
 #include "moejit/aot_pack.hpp"
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 #include "progress.hpp"
 #include "summary.hpp"
 #include <ctime>

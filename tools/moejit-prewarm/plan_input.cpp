@@ -4,7 +4,7 @@
 
 #include "moejit/error.hpp"
 #include "moejit/model.hpp"
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 
 namespace moejit::tools {
 

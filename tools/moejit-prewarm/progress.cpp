@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 
 namespace moejit::tools {
 

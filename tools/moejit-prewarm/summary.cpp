@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 
 namespace moejit::tools {
 namespace {

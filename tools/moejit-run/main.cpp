@@ -14,7 +14,7 @@
 //               the host's latency to submit the first launch (~4 us on the
 //               H200 machine; docs/results.md: cuLaunchKernel alone).
 //   queued_us : the same with the stream held by a 100 us kernel first
-//               (stream_hold.hpp), so the layer's launches (four, or three where the
+//               (moejit/device.hpp StreamHold), so the layer's launches (four, or three where the
 //               decode GEMMs route themselves) are queued before the
 //               first event: the GPU's execution of the layer alone, what a
 //               serving engine sees when it enqueues ahead.
@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -37,7 +38,6 @@
 #include <string>
 #include <vector>
 
-#include "driver/cuda_api.hpp"
 #include "common/layer_data.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/device.hpp"
@@ -46,7 +46,6 @@
 #include "moejit/moe_layer.hpp"
 #include "moejit/runtime.hpp"
 #include "../cli_usage.hpp"
-#include "stream_hold.hpp"
 
 using namespace moejit;
 using namespace moejit::tools;
@@ -152,11 +151,11 @@ int main(int argc, char** argv) {
     const PrewarmPlan plan = make_plan(spec, po);
     const MoeLayerShape shape = plan.layers.at(0);
     const QuantMode quant = plan.quant_modes.at(0);
-    if (!driver::gpu_available()) {
+    if (!device::available()) {
       std::fprintf(stderr, "moejit-run: error: no usable GPU (libcuda.so.1 / device)\n");
       return 3;
     }
-    driver::ensure_context(0);
+    device::make_current(0);
     RuntimeOptions ro;
     if (!cache_dir.empty()) ro.cache_dir = cache_dir;
     Runtime rt(ro);
@@ -174,12 +173,9 @@ int main(int argc, char** argv) {
                                            : double(shape.hidden) * shape.intermediate * 2;
     std::vector<Row> rows;
     bool ok = true;
-    CUevent ev0, ev1;
-    const auto& cu = driver::cuda();
-    MOEJIT_CU_CHECK(cu.cuEventCreate(&ev0, 0));
-    MOEJIT_CU_CHECK(cu.cuEventCreate(&ev1, 0));
-    const run_tool::StreamHold hold;
-    constexpr unsigned long long kHoldNs = 100000;  // the host enqueues the layer in ~16 us
+    device::Event ev0, ev1;
+    const device::StreamHold hold;
+    constexpr std::chrono::nanoseconds kHold{100000};  // the host enqueues the layer in ~16 us
     for (std::uint32_t T : tokens) {
       // Three input sets, rotated, so activations are not served from L2.
       std::vector<HostLayerInputs> ins;
@@ -191,14 +187,14 @@ int main(int argc, char** argv) {
       double err = 0;
       if (sample > 0) {
         layer.run(weights, runs[0]->args, nullptr);
-        MOEJIT_CU_CHECK(cu.cuCtxSynchronize());
+        device::synchronize();
         const auto out = runs[0]->download_out(shape);
         const std::size_t bad = count_nonfinite(out);
         std::vector<std::uint16_t> alone, batch;
         for (std::uint32_t t : sample_tokens(T, sample)) {
           const DeviceLayerCall one(layer, ins[0].token(shape, t));
           layer.run(weights, one.args, nullptr);
-          MOEJIT_CU_CHECK(cu.cuCtxSynchronize());
+          device::synchronize();
           const auto row = one.download_out(shape);
           alone.insert(alone.end(), row.begin(), row.end());
           batch.insert(batch.end(), out.begin() + std::size_t(t) * shape.hidden,
@@ -216,14 +212,11 @@ int main(int argc, char** argv) {
       auto time_layer = [&](bool queued) {
         std::vector<float> out;
         for (int i = 0; i < iters; ++i) {
-          if (queued) hold.launch(kHoldNs);
-          MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, nullptr));
+          if (queued) hold.launch(nullptr, kHold);
+          ev0.record(nullptr);
           layer.run(weights, runs[i % 3]->args, nullptr);
-          MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, nullptr));
-          MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
-          float t = 0;
-          MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
-          out.push_back(t);
+          ev1.record(nullptr);
+          out.push_back(device::Event::elapsed_ms(ev0, ev1));
         }
         return out;
       };
@@ -232,20 +225,17 @@ int main(int argc, char** argv) {
       // Replays of the layer captured in a graph, one graph per input set.
       std::vector<float> gms;
       {
-        moejit::device::Stream gs;
-        std::vector<moejit::device::Graph> graphs;
+        device::Stream gs;
+        std::vector<device::Graph> graphs;
         for (int i = 0; i < 3; ++i)
-          graphs.push_back(moejit::device::Graph::capture(gs.get(), [&] { layer.run(weights, runs[i]->args, gs.get()); }));
+          graphs.push_back(device::Graph::capture(gs.get(), [&] { layer.run(weights, runs[i]->args, gs.get()); }));
         for (int i = 0; i < 3; ++i) graphs[i].launch(gs.get());
-        moejit::device::synchronize(gs.get());
+        device::synchronize(gs.get());
         for (int i = 0; i < iters; ++i) {
-          MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, gs.get()));
+          ev0.record(gs.get());
           graphs[i % 3].launch(gs.get());
-          MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, gs.get()));
-          MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
-          float t = 0;
-          MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
-          gms.push_back(t);
+          ev1.record(gs.get());
+          gms.push_back(device::Event::elapsed_ms(ev0, ev1));
         }
       }
       // Per-step medians: each step timed alone between events.
@@ -257,16 +247,13 @@ int main(int argc, char** argv) {
           layer.route(a, nullptr);
           if (step >= 2) layer.gate_up(weights, a, nullptr);
           if (step >= 3) layer.down(weights, a, nullptr);
-          MOEJIT_CU_CHECK(cu.cuEventRecord(ev0, nullptr));
+          ev0.record(nullptr);
           if (step == 0) layer.route(a, nullptr);
           if (step == 1) layer.gate_up(weights, a, nullptr);
           if (step == 2) layer.down(weights, a, nullptr);
           if (step == 3) layer.combine(a, nullptr);
-          MOEJIT_CU_CHECK(cu.cuEventRecord(ev1, nullptr));
-          MOEJIT_CU_CHECK(cu.cuEventSynchronize(ev1));
-          float t = 0;
-          MOEJIT_CU_CHECK(cu.cuEventElapsedTime_v2(&t, ev0, ev1));
-          sm.push_back(t);
+          ev1.record(nullptr);
+          sm.push_back(device::Event::elapsed_ms(ev0, ev1));
         }
         step_us[step] = median(sm) * 1e3;
       }

@@ -1,6 +1,7 @@
 #pragma once
-// Code shared by the command-line tools (moejit-prewarm, moejit-cache):
-// exit codes, size and duration parsing, human-readable formatting.
+// Code shared by the command-line tools (moejit-prewarm, moejit-cache) and no
+// part of the library: exit codes, size and duration parsing, human-readable
+// formatting, cache directory checks.
 // Library code never exits; the tools map exceptions to exit codes with exit_code_for().
 #include <chrono>
 #include <cstdint>
@@ -63,7 +64,7 @@ std::string format_ms(double ms);
 
 // Creates `dir` (0700) if absent and checks that a file can be created in it
 // and that every folder of it the cache uses (the root, entries/, quarantine/,
-// each shard folder) is trusted (cache::layout_trust_problem: owned by the
+// each shard folder) is trusted (cache_admin::layout_trust_problem: owned by the
 // user, not writable by others, no link below the root) unless
 // MOEJIT_CACHE_ALLOW_SHARED=1. Throws EnvironmentError naming the folder and the reason.
 void check_cache_dir_usable(const std::filesystem::path& dir);

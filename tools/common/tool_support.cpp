@@ -1,7 +1,6 @@
-#include "prewarm/tool_support.hpp"
+#include "common/tool_support.hpp"
 
-#include "cache/disk_cache.hpp"
-#include "util/env.hpp"
+#include "moejit/cache_admin.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -153,11 +152,10 @@ std::string format_ms(double ms) {
 
 namespace {
 void check_trust(const std::filesystem::path& dir) {
-  const cache::Ownership ownership =
-      util::env::cache_allow_shared() ? cache::Ownership::shared : cache::Ownership::private_only;
-  if (std::string why = cache::layout_trust_problem(dir, ownership); !why.empty())
+  const cache_admin::Ownership ownership = cache_admin::ownership_from_env();
+  if (std::string why = cache_admin::layout_trust_problem(dir, ownership); !why.empty())
     throw EnvironmentError("cache directory '" + dir.string() + "' refused: " + why +
-                           (ownership == cache::Ownership::private_only
+                           (ownership == cache_admin::Ownership::private_only
                                 ? " (set MOEJIT_CACHE_ALLOW_SHARED=1 to share it on purpose)"
                                 : ""));
 }
