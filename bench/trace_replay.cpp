@@ -76,7 +76,7 @@ struct GpuTimes {
   std::string source;
   double at(double T) const {
     if (pts.empty()) return 0;
-    if (T <= pts.front().first) return pts.front().second * (pts.size() > 1 ? 1.0 : 1.0);
+    if (T <= pts.front().first) return pts.front().second;  // below the first point: its time
     for (std::size_t i = 1; i < pts.size(); ++i)
       if (T <= pts[i].first) {
         const double x0 = std::log(pts[i - 1].first), x1 = std::log(pts[i].first);
@@ -441,6 +441,8 @@ int main(int argc, char** argv) {
     if (!md_path.empty()) {
       std::ofstream f(md_path);
       f << md.str();
+      f.flush();
+      if (!f) throw moejit::Error("--md " + md_path + ": cannot write");
     }
     return 0;
   } catch (const InvalidArgument& e) {
