@@ -95,7 +95,10 @@ def method(runs: Sequence[Mapping]) -> str:
             "step's wall time minus the same step's time run again at once, for the steps that compiled or loaded "
             "a kernel. Stall share at L=36: the measured stall over the stall plus the steady time scaled to 36 "
             "layers. Padding: rows computed beyond T. Each system runs in its own process from an empty Triton "
-            "cache and an empty moejit cache directory.")
+            "cache and an empty moejit cache directory. Every layer is launched eagerly from Python (no CUDA "
+            "graph), so the steady step times include each system's host work per layer call: for triton_kernels "
+            "matmul_ogs about 1-2 ms, most of its step time at small T; the kernels alone, replayed from CUDA "
+            "graphs, are compared in the triton_kernels section above.")
 
 
 def versions(run: Mapping) -> str:
