@@ -18,7 +18,7 @@
 #   --deadline-s the whole command ends within this many seconds (default 500): no replay process
 #                starts after it, a running one is stopped (its finished cells are kept)
 #   --no-install use the moejit that python3 imports already (no wheel)
-# Writes to $OUT (default ./serving-out): log.txt, smoke.json + smoke.md, results.json + results.md.
+# Writes to $MOEJIT_OUT_DIR (default ./serving-out): log.txt, smoke.json + smoke.md, results.json + results.md.
 # Exit: 0 all passed; 1 a system failed; 2 usage; 3 no wheel for this python / install failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,12 +45,12 @@ done
 [ -z "$SMOKE" ] && [ -z "$PART" ] && PART=single
 case "$PART" in ""|single|single-1|single-2|tp|all) ;; *) echo "run-serving.sh: --part $PART: unknown" >&2; exit 2 ;; esac
 PY="${PYTHON:-python3}"
-OUT="${OUT:-$PWD/serving-out}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
+OUT_DIR="${MOEJIT_OUT_DIR:-$PWD/serving-out}"
+mkdir -p "$OUT_DIR"
+OUT_DIR="$(cd "$OUT_DIR" && pwd)"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/moejit-serving.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-LOG="$OUT/log.txt"
+LOG="$OUT_DIR/log.txt"
 say() { echo "run-serving: $*" | tee -a "$LOG"; }
 left() { echo $((DEADLINE - (SECONDS - T0))); }
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -109,7 +109,7 @@ if [ -z "$PACKS" ] && [ -z "$MOCK" ]; then
 fi
 [ -n "$PACKS" ] && [ -d "$PACKS" ] && PACKS="$(cd "$PACKS" && pwd)" && ls -la "$PACKS" >>"$LOG" 2>&1
 
-ARGS=(--out "$OUT" --triton-path "${TRITON:-}" --pack-dir "${PACKS:-}" --work-dir "$WORK" $ONE_GPU $MOCK)
+ARGS=(--out "$OUT_DIR" --triton-path "${TRITON:-}" --pack-dir "${PACKS:-}" --work-dir "$WORK" $ONE_GPU $MOCK)
 rc=0
 if [ -n "$SMOKE" ]; then
   d=$(left); [ "$d" -gt 170 ] && d=170
@@ -128,5 +128,5 @@ if [ -n "$PART" ]; then
   "$PY" bench/serving_replay.py run --part "$PART" $MODE "${ARGS[@]}" --deadline-s "$d" "${EXTRA[@]}"
   rc=$?
 fi
-say "exit $rc after $((SECONDS - T0)) s; $OUT: $(ls "$OUT" | tr '\n' ' ')"
+say "exit $rc after $((SECONDS - T0)) s; $OUT_DIR: $(ls "$OUT_DIR" | tr '\n' ' ')"
 exit $rc

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds, on a machine without a GPU, what bench/run-serving.sh carries to the GPU machine:
+# Builds, on a machine without a GPU, what bench/run-serving.sh needs on the GPU machine:
 #   DEST/moejit-*-cpXY-*.whl                      the Python package, one wheel per python version
 #   DEST/packs/gpt-oss-120b-tp{1,2}-sm_90a.pack   AOT packs of the gpt-oss-120b plans (max_num_tokens 8192),
 #                                                 checked to serve every kernel of the replayed layer
@@ -59,4 +59,4 @@ done
 "$VENV/bin/python" bench/serving_replay.py check-pack --pack-dir "$DEST/packs" --tp 1,2 --max-num-tokens "$MAX_NUM_TOKENS"
 ls -la "$DEST" "$DEST/packs"
 du -sh "$DEST"
-echo "serving-prepare.sh: carry $DEST (wheels $(cd "$DEST" && ls moejit-*.whl | tr '\n' ' '), packs in $DEST/packs)"
+echo "serving-prepare.sh: copy $DEST (wheels $(cd "$DEST" && ls moejit-*.whl | tr '\n' ' '), packs in $DEST/packs)"

@@ -3,7 +3,7 @@
 #   bash scripts/gpu-suite.sh [BUILD_DIR]
 # Runs the Catch2 GPU tests (every kernel against the float64 CPU reference,
 # padding invariance by memcmp) and the gpt-oss-120b layer demo (check + timing).
-# Logs go to $OUT when set, else to a new folder under ${TMPDIR:-/tmp} (never
+# Logs go to $MOEJIT_OUT_DIR when set, else to a new folder under ${TMPDIR:-/tmp} (never
 # into the source tree); the folder is printed first.
 # The binaries need no toolkit on the GPU machine: build elsewhere and copy
 #   BUILD_DIR/tests/moejit_tests_gpu and BUILD_DIR/tools/moejit-run.
@@ -23,15 +23,15 @@ for bin in "$BUILD/tests/moejit_tests_gpu" "$run_bin"; do
     exit 2
   fi
 done
-OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/moejit-gpu-suite.XXXXXX")}
-mkdir -p "$OUT"
-echo "gpu-suite: logs in $OUT"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$OUT/gpu.txt"
+OUT_DIR=${MOEJIT_OUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/moejit-gpu-suite.XXXXXX")}
+mkdir -p "$OUT_DIR"
+echo "gpu-suite: logs in $OUT_DIR"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv 2>&1 | tee "$OUT_DIR/gpu.txt"
 export MOEJIT_CACHE_DIR=${MOEJIT_CACHE_DIR:-$(mktemp -d)}
 start=$(date +%s)
-"$BUILD/tests/moejit_tests_gpu" --durations yes 2>&1 | tee "$OUT/gpu-suite.log"
+"$BUILD/tests/moejit_tests_gpu" --durations yes 2>&1 | tee "$OUT_DIR/gpu-suite.log"
 suite=${PIPESTATUS[0]}
-"$run_bin" --model gpt-oss-120b --tokens 1,8,64,512,4096 2>&1 | tee "$OUT/moejit-run.log"
+"$run_bin" --model gpt-oss-120b --tokens 1,8,64,512,4096 2>&1 | tee "$OUT_DIR/moejit-run.log"
 run=${PIPESTATUS[0]}
-echo "gpu suite exit $suite, moejit-run exit $run, $(( $(date +%s) - start )) s; logs in $OUT"
+echo "gpu suite exit $suite, moejit-run exit $run, $(( $(date +%s) - start )) s; logs in $OUT_DIR"
 [ "$suite" -eq 0 ] && [ "$run" -eq 0 ]

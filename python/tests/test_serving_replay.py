@@ -534,7 +534,7 @@ def test_mock_deadline_skips_what_does_not_fit(tmp_path):
 
 def run_serving(tmp_path, *args, env=None):
     import os
-    e = dict(os.environ, OUT=str(tmp_path / "out"), PYTHON=sys.executable, TMPDIR=str(tmp_path))
+    e = dict(os.environ, MOEJIT_OUT_DIR=str(tmp_path / "out"), PYTHON=sys.executable, TMPDIR=str(tmp_path))
     e.update(env or {})
     return subprocess.run(["bash", str(BENCH / "run-serving.sh"), "--no-install", "--mock", *args],
                           capture_output=True, text=True, timeout=300, env=e), tmp_path / "out"
@@ -566,7 +566,7 @@ def test_run_serving_usage_errors(tmp_path):
     r, _ = run_serving(tmp_path, "--part", "nope")
     assert r.returncode == 2 and "--part nope" in r.stderr
     import os
-    e = dict(os.environ, OUT=str(tmp_path / "o"), PYTHON=sys.executable)
+    e = dict(os.environ, MOEJIT_OUT_DIR=str(tmp_path / "o"), PYTHON=sys.executable)
     r = subprocess.run(["bash", str(BENCH / "run-serving.sh"), "--smoke"], capture_output=True, text=True, env=e,
                        timeout=60)
     assert r.returncode == 2 and "no --wheel" in r.stdout
