@@ -14,6 +14,24 @@
 using namespace moejit;
 using namespace moejit::testing;
 
+namespace {
+
+// The first T tokens alone and inside a batch padded to their bucket (3
+// tokens more when T is its own bucket, so the batch lands in another one).
+std::pair<LayerInputs, LayerInputs> alone_and_padded(const MoeLayerShape& s, std::uint32_t T, std::uint64_t seed) {
+  const std::uint32_t B = round_up_tokens(T);
+  ref::TestRng rng(seed);
+  LayerInputs padded = LayerInputs::make(s, B + (B == T ? 3 : 0), Routing::uniform, rng);
+  LayerInputs alone = padded;
+  alone.tokens = T;
+  alone.x.resize(std::size_t(T) * s.hidden);
+  alone.ids.resize(std::size_t(T) * s.top_k);
+  alone.gamma.resize(std::size_t(T) * s.top_k);
+  return {std::move(alone), std::move(padded)};
+}
+
+}  // namespace
+
 TEST_CASE("gpu: padding invariance is bit-exact for both weight formats, with and without bias", "[gpu][padding]") {
   for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4}) {
     for (BiasKind bias : {BiasKind::none, BiasKind::f32}) {
@@ -23,14 +41,7 @@ TEST_CASE("gpu: padding invariance is bit-exact for both weight formats, with an
       const auto w = LayerWeights::make(s, q, ref::process_seed() + 99);
       MoeLayer layer(gpu_runtime(), s, q);
       for (std::uint32_t T : {5u, 17u, 100u, 1000u, 2049u}) {
-        const std::uint32_t B = round_up_tokens(T);
-        ref::TestRng rng(T + 1000);
-        const auto padded = LayerInputs::make(s, B + (B == T ? 3 : 0), Routing::uniform, rng);
-        LayerInputs alone = padded;
-        alone.tokens = T;
-        alone.x.resize(std::size_t(T) * s.hidden);
-        alone.ids.resize(std::size_t(T) * s.top_k);
-        alone.gamma.resize(std::size_t(T) * s.top_k);
+        const auto [alone, padded] = alone_and_padded(s, T, T + 1000);
         LayerRun ra(layer, alone), rb(layer, padded), rc(layer, alone);
         layer.run(w->device(), ra.args, nullptr);
         layer.run(w->device(), rb.args, nullptr);
@@ -61,14 +72,7 @@ TEST_CASE("gpu: padding invariance is bit-exact at decode token counts (both for
     const auto w = LayerWeights::make(s, q, ref::process_seed() + 2000);
     MoeLayer layer(gpu_runtime(), s, q);
     for (std::uint32_t T : {1u, 2u, 3u, 7u, 8u, 9u, 63u, 64u}) {
-      const std::uint32_t B = round_up_tokens(T);
-      ref::TestRng rng(T + 2000);
-      const auto padded = LayerInputs::make(s, B + (B == T ? 3 : 0), Routing::uniform, rng);
-      LayerInputs alone = padded;
-      alone.tokens = T;
-      alone.x.resize(std::size_t(T) * s.hidden);
-      alone.ids.resize(std::size_t(T) * s.top_k);
-      alone.gamma.resize(std::size_t(T) * s.top_k);
+      const auto [alone, padded] = alone_and_padded(s, T, T + 2000);
       LayerRun ra(layer, alone), rb(layer, padded);
       layer.run(w->device(), ra.args, nullptr);
       layer.run(w->device(), rb.args, nullptr);
