@@ -57,8 +57,11 @@ struct GemmTuning {
                                      // bucket's kernel (two-warpgroup wgmma tiles only); unset = on
     std::optional<bool> wa;     // true: the weights-as-A wgmma kernel; false: the dequantized-tile
                                 // kernel; unset = weights-as-A
-    std::optional<bool> ws;     // the persistent warp-specialized kernel: true = at every key past
-                                // decode, false = never; unset = where 192-row tiles fit the experts
+    std::optional<bool> ws;     // the persistent warp-specialized kernels: true = at every key past
+                                // decode (bf16: every key), false = never; unset = MXFP4: where
+                                // 192-row tiles fit the experts, bf16: past 24 rows per expert
+    std::optional<int> wb;      // bf16 warp-specialized kernel: weight rows per work item in blocks
+                                // of 64, 1..16; the kernel takes 2 or 4
     friend bool operator==(const Prefill&, const Prefill&) = default;
   };
   Decode decode;

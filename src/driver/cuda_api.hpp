@@ -31,7 +31,7 @@ namespace moejit::driver {
   X(cuEventCreate) X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventSynchronize)        \
   X(cuEventElapsedTime_v2)                                                             \
   X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)    \
-  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuTensorMapEncodeTiled)
 
 // Function pointers of libcuda, filled once by dlsym.
 struct CudaApi {

@@ -17,16 +17,19 @@ constexpr int kBK = 64;
 }  // namespace
 
 int GemmConfig::bm() const {
+  if (kernel == GemmKernel::bf16_ws) return 128;
   if (kernel == GemmKernel::mxfp4_ws) return tm;
   if (kernel == GemmKernel::mxfp4_wgmma) return 64 * wg;
   return kernel == GemmKernel::x_operand_a ? 16 * mi * warps_m : 8 * nt;
 }
 int GemmConfig::bn() const {
+  if (kernel == GemmKernel::bf16_ws) return 64 * wb;
   if (kernel == GemmKernel::mxfp4_ws) return 64 * cwg;
   if (kernel == GemmKernel::mxfp4_wgmma) return 128;
   return kernel == GemmKernel::x_operand_a ? 8 * ni * warps_n : 16 * mw * wn;
 }
 int GemmConfig::threads() const {
+  if (kernel == GemmKernel::bf16_ws) return 384;
   if (kernel == GemmKernel::mxfp4_ws) return 128 * (1 + cwg);
   if (kernel == GemmKernel::mxfp4_wgmma) return wa ? 256 : 128 * wg;
   return kernel == GemmKernel::x_operand_a ? 32 * warps_m * warps_n : 32 * wn * kw;
@@ -35,6 +38,8 @@ int GemmConfig::threads() const {
 std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   // Decode: the staged activation rows (the K-split reduction buffer is static).
   if (kernel == GemmKernel::mxfp4_decode) return static_cast<std::uint32_t>(xs) * ((k + 255) / 256 * 512 + 16);
+  // kernels/grouped_gemm_bf16_ws_sm90.cuh, "Shared memory".
+  if (kernel == GemmKernel::bf16_ws) return 1024 + stages * (128 * 128 + bn() * 128) + stages * 16;
   // kernels/grouped_gemm_mxfp4_ws_sm90.cuh, "Shared memory": per stage the
   // activation rows, the packed weights and two scale words per weight row.
   if (kernel == GemmKernel::mxfp4_ws)
@@ -50,12 +55,18 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
 
 std::uint32_t GemmConfig::grid_x(std::uint32_t n, std::uint32_t tiles) const {
   const std::uint32_t blocks = (n + bn() - 1) / bn();
-  if (kernel == GemmKernel::mxfp4_ws) return static_cast<std::uint32_t>(std::min<std::uint64_t>(kSmCount, std::uint64_t(blocks) * tiles));
+  if (kernel == GemmKernel::mxfp4_ws || kernel == GemmKernel::bf16_ws)
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(kSmCount, std::uint64_t(blocks) * tiles));
   return blocks;
 }
-std::uint32_t GemmConfig::grid_y(std::uint32_t tiles) const { return kernel == GemmKernel::mxfp4_ws ? 1u : tiles; }
+std::uint32_t GemmConfig::grid_y(std::uint32_t tiles) const {
+  return kernel == GemmKernel::mxfp4_ws || kernel == GemmKernel::bf16_ws ? 1u : tiles;
+}
 
 std::string GemmConfig::to_string() const {
+  if (kernel == GemmKernel::bf16_ws)
+    return "kernel=bf16_ws bm=128 bn=" + std::to_string(bn()) + " stages=" + std::to_string(stages) +
+           " k_tail=" + (k_tail ? "1" : "0");
   if (kernel == GemmKernel::mxfp4_ws)
     return "kernel=mxfp4_ws bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) +
            " cwg=" + std::to_string(cwg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
@@ -133,11 +144,14 @@ void apply_tune(GemmConfig& c, const SpecKey& key, const GemmTuning& tuning) {
     set(c.depth, t.depth);
     set(c.split_tail, t.split_tail);
     set(c.wa, t.wa);
+    set(c.wb, t.wb);
   }
   if (!changed) return;
   // The kernels' contracts (see their tunable blocks).
   const int kseg = std::min(4, static_cast<int>((key.k + 255) / 256));
   const bool ok = decode ? (kseg % c.kw == 0 && c.wn * c.kw <= 32 && c.ctas * c.threads() <= 2048)
+                 : c.kernel == GemmKernel::bf16_ws
+                     ? (c.wb == 2 || c.wb == 4) && c.stages >= 2 && c.smem_bytes(key.quant, key.k) <= 227u * 1024u
                  : c.kernel == GemmKernel::mxfp4_ws ? c.stages >= 3 && c.smem_bytes(key.quant, key.k) <= 227u * 1024u
                          : c.wg >= 1 && c.wg <= (c.wa ? 2 : 3) && c.stages >= 3 && (c.depth == 1 || c.depth == 2) &&
          c.smem_bytes(key.quant, key.k) <= 227u * 1024u;
@@ -316,6 +330,22 @@ GemmConfig choose_config(const SpecKey& key, const GemmTuning& tuning) {
   // decode kernel with 32-row tiles.
   if (key.quant == QuantMode::w4a16_mxfp4 && (avg <= 8 || avg > 24 || tuning.prefill.ws.value_or(false)))
     return choose_mxfp4_swapab(key, hit, avg, tuning);
+  if (key.quant == QuantMode::bf16 && tuning.prefill.ws.value_or(avg > 24)) {
+    // Past the bytes-bound range: the persistent warp-specialized wgmma
+    // kernel, 128-row m-tiles (a consumer warpgroup past an expert's last row
+    // issues no wgmma) times 256 weight rows, the deepest ring within 227 KB.
+    c.kernel = GemmKernel::bf16_ws;
+    c.wb = 4;
+    c.stages = 8;
+    while (c.stages > 2 && c.smem_bytes(key.quant, key.k) > 227u * 1024u) --c.stages;
+    apply_tune(c, key, tuning);
+    // A tuned wb re-derives the ring unless the stages were tuned too.
+    if (!tuning.prefill.stages) {
+      c.stages = 8;
+      while (c.stages > 2 && c.smem_bytes(key.quant, key.k) > 227u * 1024u) --c.stages;
+    }
+    return c;
+  }
   const int KT = static_cast<int>((key.k + kBK - 1) / kBK);
   c.warps_m = 1;
   c.ni = 4;

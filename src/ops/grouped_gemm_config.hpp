@@ -22,7 +22,11 @@ namespace moejit::ops {
 //                   warp-specialized: a producer warpgroup fills an mbarrier
 //                   ring, two consumer warpgroups dequantize into wgmma A
 //                   registers; tm routed rows per m-tile (wgmma N).
-enum class GemmKernel { x_operand_a, mxfp4_decode, mxfp4_wgmma, mxfp4_ws };
+//   bf16_ws       : kernels/grouped_gemm_bf16_ws_sm90.cuh, persistent and
+//                   warp-specialized for bf16 weights: 128 routed rows (two
+//                   consumer warpgroups) x 64 * wb weight rows, both operands
+//                   in shared memory.
+enum class GemmKernel { x_operand_a, mxfp4_decode, mxfp4_wgmma, mxfp4_ws, bf16_ws };
 
 struct GemmConfig {
   GemmKernel kernel = GemmKernel::x_operand_a;
@@ -58,6 +62,7 @@ struct GemmConfig {
   // on or off past decode.
   int tm = 0;
   int cwg = 2;  // mxfp4_ws: consumer warpgroups (2 or 4; 64 * cwg weight rows per CTA)
+  int wb = 4;   // bf16_ws: weight rows per work item in blocks of 64 (2 or 4: the wgmma N, 128 or 256)
   bool ws = false;
   int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each); depth 2 = MMAs overlap the next
                // slice's dequantization, 1 = they retire first

@@ -66,6 +66,11 @@ KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning)
       ks.name_expression = "moejit::grouped_gemm_mxfp4_ws_kernel<" + std::to_string(c.tm) + ", " + std::to_string(c.cwg) + ", " +
                            std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
       break;
+    case ops::GemmKernel::bf16_ws:
+      ks.source = unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_bf16_ws_sm90.cuh"});
+      ks.name_expression = "moejit::grouped_gemm_bf16_ws_kernel<" + std::to_string(c.bn()) + ", " +
+                           std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
+      break;
     case ops::GemmKernel::mxfp4_wgmma:
       if (c.wa) {
         ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh",

@@ -16,6 +16,7 @@
 #include "ops/layer_plan.hpp"
 #include "ops/layer_plans.hpp"
 #include "ops/moe_keys.hpp"
+#include "ops/tensor_map.hpp"
 
 namespace moejit {
 namespace {
@@ -74,8 +75,10 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
 // before touching memory that launch writes. Hides the launch latency between
 // the layer's kernels (route and combine are mostly that at small T; at <= 32
 // routes the decode GEMMs route themselves and no routing kernel runs).
-void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream, unsigned gz = 1) {
-  void* args[] = {params};
+// map: the kernel's second parameter, a TMA tensor map, or null (one parameter).
+void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream, unsigned gz = 1,
+            const CUtensorMap* map = nullptr) {
+  void* args[] = {params, const_cast<CUtensorMap*>(map)};
   CUlaunchAttribute attr{};
   attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
   attr.value.programmaticStreamSerializationAllowed = 1;
@@ -332,7 +335,12 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   // tiles launched without their tail.
   const KernelRef tk = g_plan.has_tail ? rt.get(g_plan.tail_key) : k;
   p.num_experts = static_cast<int>(s.experts);  // the persistent kernel bounds its scale reads by it
-  launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits);
+  if (c.kernel == ops::GemmKernel::bf16_ws) {
+    const CUtensorMap map = ops::bf16_weight_map(wt, s.experts, key.n, key.k, key.act, c.bn());
+    launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
+  } else {
+    launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits);
+  }
   if (g_plan.has_tail) {
     GroupedGemmParamsArg tp = p;
     tp.tile_expert = ptr<const int>(v.tail_tiles[0]);

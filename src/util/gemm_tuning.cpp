@@ -20,7 +20,7 @@ struct Field {
 };
 
 // Every field in the order of the struct (to_string's order).
-std::array<Field, 14> fields(GemmTuning& t) {
+std::array<Field, 15> fields(GemmTuning& t) {
   GemmTuning::Decode& d = t.decode;
   GemmTuning::Prefill& p = t.prefill;
   return {{{"decode", "wn", &d.wn},         {"decode", "kw", &d.kw},
@@ -29,7 +29,8 @@ std::array<Field, 14> fields(GemmTuning& t) {
            {"decode", "xs", nullptr, &d.xs}, {"decode", "fr", nullptr, &d.fr},
            {"prefill", "wg", &p.wg},        {"prefill", "stages", &p.stages},
            {"prefill", "depth", &p.depth},  {"prefill", "st", nullptr, &p.split_tail},
-           {"prefill", "wa", nullptr, &p.wa}, {"prefill", "ws", nullptr, &p.ws}}};
+           {"prefill", "wa", nullptr, &p.wa}, {"prefill", "ws", nullptr, &p.ws},
+           {"prefill", "wb", &p.wb}}};
 }
 
 constexpr int kMin = 1, kMax = 16;
@@ -69,7 +70,7 @@ void check_gemm_tuning(const GemmTuning& tuning) {
 GemmTuning parse_gemm_tuning(std::string_view text) {
   GemmTuning out;
   if (text.empty()) return out;
-  std::array<Field, 14> table = fields(out);
+  std::array<Field, 15> table = fields(out);
   std::size_t at = 0;
   while (at <= text.size()) {
     const std::size_t end = std::min(text.find(',', at), text.size());

@@ -50,9 +50,27 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
           // One prefill kernel over all buckets: a split tail (a smaller
           // bucket's kernel) must give the main tiles' bits.
           if (c.kernel == ops::GemmKernel::mxfp4_wgmma && !std::getenv("MOEJIT_GEMM_TUNE")) CHECK(c.wa);
-          // bf16 always runs the activations-as-A kernel; MXFP4 only between
-          // decode (<= 8 rows per expert hit) and prefill (> 24).
-          if (q == QuantMode::bf16) CHECK(c.kernel == ops::GemmKernel::x_operand_a);
+          // bf16 runs the activations-as-A kernel up to 24 rows per expert
+          // hit and the warp-specialized kernel past that (128-row m-tiles,
+          // 256 weight rows, one persistent CTA per SM, a ring of >= 2
+          // slices, no split K); MXFP4 the activations-as-A kernel only
+          // between decode (<= 8 rows per expert hit) and prefill (> 24).
+          {
+            const std::uint64_t rows = std::uint64_t(b) * s.top_k;
+            const std::uint64_t hit = std::min<std::uint64_t>(s.experts, rows);
+            const bool past = (rows + hit - 1) / hit > 24;
+            if (q == QuantMode::bf16)
+              CHECK(c.kernel == (past ? ops::GemmKernel::bf16_ws : ops::GemmKernel::x_operand_a));
+            if (c.kernel == ops::GemmKernel::bf16_ws) {
+              CHECK(c.bm() == 128);
+              CHECK(c.bn() == 256);
+              CHECK(c.threads() == 384);
+              CHECK(c.stages >= 2);
+              CHECK(c.splits == 1);
+              CHECK(c.grid_y(100) == 1u);
+              CHECK(c.grid_x(key.n, 1000) <= 132u);
+            }
+          }
           if (c.kernel == ops::GemmKernel::mxfp4_decode) {
             CHECK(c.wn * c.kw == 4);
             CHECK(std::min(4, int((key.k + 255) / 256)) % c.kw == 0);  // kw divides the kernel's K segments

@@ -1,0 +1,41 @@
+#include "ops/tensor_map.hpp"
+
+namespace moejit::ops {
+
+CUtensorMap bf16_weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, std::uint32_t k,
+                            Activation act, std::uint32_t block_n) {
+  // Dimensions innermost first, strides in bytes of dimensions 1..3.
+  const std::uint64_t row = std::uint64_t(k) * 2;
+  cuuint64_t dims[4];
+  cuuint64_t strides[3];
+  cuuint32_t box[4];
+  switch (act) {
+    case Activation::none:  // {K, N, 1, E}
+      dims[1] = n, dims[2] = 1;
+      strides[0] = row, strides[1] = row * n;
+      box[1] = block_n, box[2] = 1;
+      break;
+    case Activation::silu_gated:  // {K, N / 2, 2, E}: gate rows first, then up rows
+      dims[1] = n / 2, dims[2] = 2;
+      strides[0] = row, strides[1] = row * (n / 2);
+      box[1] = block_n / 2, box[2] = 1;
+      break;
+    case Activation::swiglu_oai:  // {K, 2, N / 2, E}: gate and up rows interleaved
+      dims[1] = 2, dims[2] = n / 2;
+      strides[0] = row, strides[1] = row * 2;
+      box[1] = 1, box[2] = block_n / 2;
+      break;
+  }
+  dims[0] = k, dims[3] = experts;
+  strides[2] = row * n;
+  box[0] = 64, box[3] = 1;
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(w), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return map;
+}
+
+}  // namespace moejit::ops
