@@ -43,6 +43,11 @@ struct GroupedGemmParams {
   int* route_sorted_route;   // [num_routes]
   int* route_route_row;      // [num_routes]
   int* route_tiles[4];       // tile_expert, tile_row_begin, tile_row_end [max m-tiles], num_tiles [1] (8-row tiles)
+  // bf16 warp-specialized kernel: the routing kernel's expert_offsets [E + 1]
+  // (first sorted row of each expert), which orders its work items by expert.
+  const int* expert_offsets;
+  // FP8 per-token (TMA warp-specialized kernel): fp32 scale of each row of a.
+  const float* a_scales;
 };
 
 // Bytes per weight row in the shared scale table: the row's K/32 scales plus up

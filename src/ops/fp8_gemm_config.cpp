@@ -13,12 +13,17 @@ constexpr std::uint32_t kMaxSmem = 227 * 1024;
 }  // namespace
 
 std::uint32_t Fp8GemmConfig::smem_bytes(QuantMode q) const {
+  // kernels/grouped_gemm_tma_ws_sm90.cuh, "Shared memory".
+  if (ws) return static_cast<std::uint32_t>(1024 + stages * (128 * 128 + bn() * 128) + stages * 16);
   const int a = bm() * kBK, b = bn() * kBK;
   const int s = q == QuantMode::mxfp8 ? (((bm() + bn()) * (kBK / 32) + 15) / 16) * 16 : 0;
   return static_cast<std::uint32_t>(stages * (a + b + s));
 }
 
 std::string Fp8GemmConfig::to_string() const {
+  if (ws)
+    return "fp8 kernel=tma_ws bm=128 bn=" + std::to_string(bn()) + " stages=" + std::to_string(stages) +
+           " k_tail=" + (k_tail ? "1" : "0");
   return "fp8 bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " warps=" + std::to_string(warps_m) +
          "x" + std::to_string(warps_n) + " mi=" + std::to_string(mi) + " ni=" + std::to_string(ni) +
          " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
@@ -66,6 +71,14 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
   const std::uint64_t hit = std::max<std::uint64_t>(1, std::min<std::uint64_t>(key.experts, rows));
   const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
+  if (key.quant == QuantMode::fp8_per_token && avg > 24) {
+    // Tensor bound: the warp-specialized wgmma kernel, the deepest ring
+    // within 227 KB (kernels/grouped_gemm_tma_ws_sm90.cuh).
+    c.ws = true;
+    c.stages = 8;
+    while (c.stages > 2 && c.smem_bytes(key.quant) > kMaxSmem) --c.stages;
+    return c;
+  }
   // Why these steps: few rows per expert stream weights (bytes bound): one m16
   // MMA high, narrow N to fill the SMs; more rows reuse each weight fragment
   // across taller tiles.

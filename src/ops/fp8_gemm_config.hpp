@@ -15,9 +15,14 @@ inline bool is_fp8(QuantMode q) { return q == QuantMode::mxfp8 || q == QuantMode
 struct Fp8GemmConfig {
   int warps_m = 1, warps_n = 4, mi = 1, ni = 2, stages = 4;
   bool k_tail = false;  // K % 128 != 0: zero-fill the last k-slice
-  int bm() const { return 16 * mi * warps_m; }
-  int bn() const { return 8 * ni * warps_n; }
-  int threads() const { return 32 * warps_m * warps_n; }
+  // fp8_per_token past 24 rows per expert: the persistent warp-specialized
+  // kernel (kernels/grouped_gemm_tma_ws_sm90.cuh): 128-row m-tiles x 128
+  // weight rows (the accumulator and the promoted partial sum both fit),
+  // 384 threads, one CTA per SM; stages is its ring depth.
+  bool ws = false;
+  int bm() const { return ws ? 128 : 16 * mi * warps_m; }
+  int bn() const { return ws ? 128 : 8 * ni * warps_n; }
+  int threads() const { return ws ? 384 : 32 * warps_m * warps_n; }
   // Mirrors Fp8GemmTraits::kSmemBytes.
   std::uint32_t smem_bytes(QuantMode q) const;
   std::string to_string() const;  // "fp8 bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=8 k_tail=0"

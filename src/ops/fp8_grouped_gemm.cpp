@@ -1,6 +1,7 @@
 // FP8 grouped GEMM: key -> NVRTC unit (codegen) and the launch.
 #include "ops/fp8_grouped_gemm.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "codegen/families.hpp"
@@ -8,10 +9,16 @@
 #include "moejit/error.hpp"
 #include "ops/device_ptr.hpp"
 #include "ops/fp8_gemm_config.hpp"
+#include "ops/kernel_params.hpp"
+#include "ops/tensor_map.hpp"
 
 namespace moejit {
 namespace {
 using ops::ptr;
+using ops::GroupedGemmParamsArg;
+// The persistent kernel's grid: one CTA per SM of an H200 at most (the
+// kernel walks its work items itself; fewer SMs only queue CTAs).
+constexpr std::uint64_t kWsMaxCtas = 132;
 
 int act_code(Activation a) { return a == Activation::silu_gated ? 1 : a == Activation::swiglu_oai ? 2 : 0; }
 int bias_code(BiasKind b) { return b == BiasKind::f32 ? 1 : b == BiasKind::bf16 ? 2 : 0; }
@@ -45,9 +52,27 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
   KernelSource ks;
   ks.source = "// moejit generated translation unit\n";
   ks.source += kernel_file("common.cuh");
+  auto b = [](bool v) { return v ? "true" : "false"; };
+  if (c.ws) {
+    // The TMA warp-specialized mainloop with e4m3 operands; SCALE 1 per
+    // expert, 2 per channel (kTmaWsScale*).
+    for (const char* f : {"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"}) {
+      ks.source += "\n";
+      ks.source += kernel_file(f);
+    }
+    ks.name_expression = "moejit::grouped_gemm_tma_ws_kernel<1, " +
+                         std::to_string(key.weight_scale == WeightScale::per_channel ? 2 : 1) + ", " +
+                         std::to_string(c.bn()) + ", " + std::to_string(c.stages) + ", " +
+                         std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
+                         b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ", " +
+                         b(c.k_tail) + ">";
+    ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
+    ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant);
+    ks.config_text = c.to_string();
+    return ks;
+  }
   ks.source += "\n";
   ks.source += kernel_file("grouped_gemm_fp8_sm90.cuh");
-  auto b = [](bool v) { return v ? "true" : "false"; };
   ks.name_expression = "moejit::f8::grouped_gemm_fp8_kernel<" + std::to_string(c.warps_m) + ", " +
                        std::to_string(c.warps_n) + ", " + std::to_string(c.mi) + ", " + std::to_string(c.ni) +
                        ", " + std::to_string(c.stages) + ", " + (key.quant == QuantMode::mxfp8 ? "1" : "0") +
@@ -85,6 +110,38 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
   const std::int64_t scale_stride = a.a_scale_row_stride ? a.a_scale_row_stride : std::int64_t(key.k / 32);
   if (key.quant == QuantMode::mxfp8 && scale_stride < std::int64_t(key.k / 32))
     bad("a_scale_row_stride", static_cast<std::uint64_t>(scale_stride), "must be >= K/32");
+  if (c.ws) {
+    if (!a.expert_offsets) bad("expert_offsets", 0, "null (the warp-specialized kernel orders its work by expert)");
+    GroupedGemmParamsArg g{};
+    g.a = ptr<const void>(a.a);
+    g.a_row_stride = a.a_row_stride;  // e4m3: elements are bytes
+    g.w = ptr<const void>(a.w);
+    g.w_scales = ptr<const void>(a.w_scales);
+    g.bias = key.bias != BiasKind::none ? ptr<const void>(a.bias) : nullptr;
+    g.gamma = ptr<const float>(a.gamma);
+    g.out = ptr<void>(a.out);
+    g.out_row_stride = a.out_row_stride;
+    g.sorted_route = ptr<const int>(a.sorted_route);
+    g.tile_expert = ptr<const int>(a.tile_expert);
+    g.tile_row_begin = ptr<const int>(a.tile_row_begin);
+    g.tile_row_end = ptr<const int>(a.tile_row_end);
+    g.num_tiles = ptr<const int>(a.num_tiles);
+    g.expert_offsets = ptr<const int>(a.expert_offsets);
+    g.a_scales = ptr<const float>(a.a_scales);
+    g.n = static_cast<int>(key.n);
+    g.k = static_cast<int>(key.k);
+    g.top_k = static_cast<int>(key.top_k);
+    g.act_alpha = key.act_alpha;
+    g.act_limit = key.act_limit;
+    g.num_experts = static_cast<int>(key.experts);
+    const CUtensorMap map = weight_map(a.w, key.experts, key.n, key.k, 1, key.act, c.bn());
+    void* args[] = {&g, const_cast<CUtensorMap*>(&map)};
+    const std::uint64_t blocks = (key.n + c.bn() - 1) / c.bn();
+    const unsigned gx = static_cast<unsigned>(std::min<std::uint64_t>(kWsMaxCtas, blocks * a.max_tiles));
+    MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(kernel.function, gx, 1, 1, kernel.launch.block_threads, 1, 1,
+                                                  kernel.launch.dynamic_smem_bytes, stream, args, nullptr));
+    return;
+  }
   Fp8GemmParamsArg p{};
   p.a = ptr<const void>(a.a);
   p.a_row_stride = a.a_row_stride;

@@ -1,5 +1,6 @@
 #pragma once
-// Host side of the FP8 grouped GEMM family (kernels/grouped_gemm_fp8_sm90.cuh):
+// Host side of the FP8 grouped GEMM family (kernels/grouped_gemm_fp8_sm90.cuh, and
+// kernels/grouped_gemm_tma_ws_sm90.cuh for fp8_per_token past 24 rows per expert):
 // the launch of one specialization over routing metadata already on the device.
 // The MoE layer (src/ops/moe_layer.cpp) and the GPU tests call it.
 #include <cstdint>
@@ -24,7 +25,9 @@ namespace moejit::ops {
 //             row stride out_row_stride elements
 //   routing:  sorted_route [rows], and the m-tile list of tile height
 //             choose_fp8_config(key).bm(): tile_expert / tile_row_begin /
-//             tile_row_end [max_tiles], num_tiles [1] (kernels/moe_routing.cuh)
+//             tile_row_end [max_tiles], num_tiles [1] (kernels/moe_routing.cuh);
+//             expert_offsets int32 [E + 1] (first sorted row of each expert),
+//             read by the warp-specialized kernel (choose_fp8_config(key).ws)
 struct Fp8GemmArgs {
   DevicePtr a = 0;
   std::int64_t a_row_stride = 0;
@@ -34,6 +37,7 @@ struct Fp8GemmArgs {
   DevicePtr out = 0;
   std::int64_t out_row_stride = 0;
   DevicePtr sorted_route = 0, tile_expert = 0, tile_row_begin = 0, tile_row_end = 0, num_tiles = 0;
+  DevicePtr expert_offsets = 0;
   std::uint32_t max_tiles = 0;  // grid.y: an upper bound of *num_tiles (0 launches nothing)
 };
 

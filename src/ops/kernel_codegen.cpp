@@ -67,8 +67,8 @@ KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning)
                            std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
       break;
     case ops::GemmKernel::bf16_ws:
-      ks.source = unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_bf16_ws_sm90.cuh"});
-      ks.name_expression = "moejit::grouped_gemm_bf16_ws_kernel<" + std::to_string(c.bn()) + ", " +
+      ks.source = unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"});
+      ks.name_expression = "moejit::grouped_gemm_tma_ws_kernel<0, 0, " + std::to_string(c.bn()) + ", " +
                            std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
       break;
     case ops::GemmKernel::mxfp4_wgmma:

@@ -38,6 +38,8 @@ struct GroupedGemmParamsArg {
   int num_routes, num_experts;
   int *route_expert_offsets, *route_sorted_route, *route_route_row;
   int* route_tiles[4];
+  const int* expert_offsets;
+  const float* a_scales;
 };
 struct CombineParamsArg {
   const void* y;

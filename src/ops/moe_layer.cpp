@@ -336,7 +336,8 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   const KernelRef tk = g_plan.has_tail ? rt.get(g_plan.tail_key) : k;
   p.num_experts = static_cast<int>(s.experts);  // the persistent kernel bounds its scale reads by it
   if (c.kernel == ops::GemmKernel::bf16_ws) {
-    const CUtensorMap map = ops::bf16_weight_map(wt, s.experts, key.n, key.k, key.act, c.bn());
+    p.expert_offsets = ptr<const int>(v.expert_offsets);
+    const CUtensorMap map = ops::weight_map(wt, s.experts, key.n, key.k, 2, key.act, c.bn());
     launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
   } else {
     launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits);
@@ -392,6 +393,7 @@ void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quan
   f.tile_row_begin = v.tiles[g][1];
   f.tile_row_end = v.tiles[g][2];
   f.num_tiles = v.tiles[g][3];
+  f.expert_offsets = v.expert_offsets;
   f.max_tiles = ops::max_m_tiles(R, s.experts, g_plan.bm);
   if (f.max_tiles > 65535)
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +

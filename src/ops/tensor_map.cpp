@@ -2,10 +2,10 @@
 
 namespace moejit::ops {
 
-CUtensorMap bf16_weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, std::uint32_t k,
-                            Activation act, std::uint32_t block_n) {
+CUtensorMap weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, std::uint32_t k, std::uint32_t elem_bytes,
+                       Activation act, std::uint32_t block_n) {
   // Dimensions innermost first, strides in bytes of dimensions 1..3.
-  const std::uint64_t row = std::uint64_t(k) * 2;
+  const std::uint64_t row = std::uint64_t(k) * elem_bytes;
   cuuint64_t dims[4];
   cuuint64_t strides[3];
   cuuint32_t box[4];
@@ -28,11 +28,11 @@ CUtensorMap bf16_weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_
   }
   dims[0] = k, dims[3] = experts;
   strides[2] = row * n;
-  box[0] = 64, box[3] = 1;
+  box[0] = 128 / elem_bytes, box[3] = 1;
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   CUtensorMap map;
   MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, reinterpret_cast<void*>(w), dims, strides, box, elem_strides,
+      &map, elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, reinterpret_cast<void*>(w), dims, strides, box, elem_strides,
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return map;

@@ -9,14 +9,15 @@
 
 namespace moejit::ops {
 
-// bf16 weights [experts, n, k], contiguous, as the 4D map the bf16
-// warp-specialized kernel reads (kernels/grouped_gemm_bf16_ws_sm90.cuh, "w_map"):
-// box k 64 x `box_rows` rows (block_n for no activation, block_n / 2 per gate
-// or up copy otherwise), 128-byte swizzle, out-of-range elements read as zero.
-// Preconditions (checked by the caller's weight checks and the key): w
-// 16-byte aligned, k % 8 == 0, n % 16 == 0, block_n 128 or 256.
+// Weights [experts, n, k] of `elem_bytes`-byte elements (2: bf16, 1: e4m3),
+// contiguous, as the 4D map the TMA warp-specialized kernel reads
+// (kernels/grouped_gemm_tma_ws_sm90.cuh, "w_map"): box 128 bytes of k x the
+// rows of one copy (block_n for no activation, block_n / 2 per gate or up copy
+// otherwise), 128-byte swizzle, out-of-range elements read as zero.
+// Preconditions (checked by the callers' weight checks and the key): w
+// 16-byte aligned, k * elem_bytes % 16 == 0, n % 16 == 0, block_n 128 or 256.
 // Throws DriverError when the driver rejects the map (it names the CUresult).
-CUtensorMap bf16_weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, std::uint32_t k,
-                            Activation act, std::uint32_t block_n);
+CUtensorMap weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, std::uint32_t k, std::uint32_t elem_bytes,
+                       Activation act, std::uint32_t block_n);
 
 }  // namespace moejit::ops

@@ -125,10 +125,10 @@ struct Fp8Acts {
 // within an expert), and the m-tile list for tile height bm, on the device.
 struct HostRouting {
   ref::Routing routing;
-  std::vector<std::int32_t> sorted_route, tile_expert, tile_begin, tile_end;
+  std::vector<std::int32_t> sorted_route, tile_expert, tile_begin, tile_end, expert_offsets;
   std::int32_t num_tiles = 0;
   std::uint32_t max_tiles = 0;
-  driver::DeviceBuffer d_sorted, d_te, d_tb, d_tend, d_nt;
+  driver::DeviceBuffer d_sorted, d_te, d_tb, d_tend, d_nt, d_offsets;
 
   HostRouting(const std::vector<std::int32_t>& ids, std::uint32_t T, std::uint32_t top_k, std::uint32_t E, int bm)
       : routing(ref::route(ids.data(), T, top_k, E)) {
@@ -157,6 +157,8 @@ struct HostRouting {
     up(d_tb, tile_begin);
     up(d_tend, tile_end);
     up(d_nt, {num_tiles});
+    for (std::uint32_t e = 0; e <= E; ++e) expert_offsets.push_back(static_cast<std::int32_t>(routing.expert_offsets[e]));
+    up(d_offsets, expert_offsets);
   }
 };
 

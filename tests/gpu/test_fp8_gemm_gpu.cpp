@@ -137,6 +137,7 @@ GemmResult run_problem(const std::string& name, const Problem& p) {
   a.tile_row_begin = hr.d_tb.get();
   a.tile_row_end = hr.d_tend.get();
   a.num_tiles = hr.d_nt.get();
+  a.expert_offsets = hr.d_offsets.get();
   a.max_tiles = hr.max_tiles;
   const KernelRef k = gpu_runtime().get(key);
   ops::launch_fp8_grouped_gemm(k, key, a, nullptr);

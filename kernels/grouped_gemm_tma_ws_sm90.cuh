@@ -1,0 +1,358 @@
+// Grouped GEMM for prefill with bf16 or e4m3 operands, sm_90a: persistent,
+// warp-specialized, TMA weight tiles, wgmma with both operands in shared
+// memory ("TMA WS"). One mainloop for the bf16 layer and the FP8 per-token layer:
+//   gate_up: H[r] = act(s(r) * (X[t(r)] @ W1[e]^T) + b1[e]);  down: Y[r] = gamma[r] * (s(r) * (H[r] @ W2[e]^T) + b2[e])
+// with s(r) = 1 for bf16 and sa(row) * sw(e, column) for FP8 per-token
+// (WSCALE: the activation row's fp32 scale a_scales[t(r)] or a_scales[r],
+// times the weight scale per expert w_scales[e] or per output channel
+// w_scales[e, physical row]), applied once to the fp32 accumulator in the
+// epilogue: v = (acc * sa) * sw.
+// A work item is a 128-row m-tile of one expert (two consumer warpgroups of
+// 64 routed rows: the wgmma M dimension) times BN weight rows (the wgmma N
+// dimension, 128 or 256), K in slices of 128 bytes (64 bf16 or 128 e4m3). Same
+// parameters and tile lists as the other grouped GEMMs (GroupedGemmParams;
+// m-tiles of 128 rows).
+//
+// Roles (384 threads, one CTA per SM, grid <= the SM count):
+//   warpgroup 0, the producer: for every slice of every work item the CTA
+//     owns, waits for the ring slot to be free (empty mbarrier); thread 0
+//     adds the weight tile's bytes to the slot's full mbarrier and issues
+//     the TMA copy of the slice's BN weight rows (one box, or a gate box and
+//     an up box; w_map below); every thread copies with cp.async its share of
+//     the slice's 128 activation rows (gathered by token for gate_up: TMA
+//     cannot gather rows on sm_90), then arrives on the full mbarrier with
+//     cp.async.mbarrier.arrive.noinc. The barrier completes when the TMA
+//     bytes and every thread's copies have landed; the producer never waits
+//     for data (the cp.async protocol of grouped_gemm_mxfp4_ws_sm90.cuh, where
+//     it is measured). Both tiles are K-major with 128-byte rows, 128-byte
+//     swizzled.
+//   warpgroups 1 and 2, the consumers: wait on the full mbarrier, issue four
+//     wgmma per slice (m64nBNk16 bf16 or m64nBNk32 e4m3) with both operands
+//     read by descriptor, keep one wgmma group in flight and release a slot on
+//     its empty mbarrier once the group that read it retired. A consumer
+//     warpgroup whose 64 rows lie past the expert's last row issues no wgmma
+//     (it only passes the slots back). The epilogue (scales, bias,
+//     activation, router weight, store) runs while the producer already fills
+//     the next item's slices.
+// Work items: (m-tile, weight block) pairs walked by every CTA with stride
+// gridDim.x. Each expert's m-tiles (consecutive in the tile list) are cut
+// into chunks of at most kTmaWsGroup; a chunk's items are weight-block major
+// (tma_ws_item). The CTAs running at one time then share a few weight blocks
+// and one chunk's activation rows, so each weight block comes from DRAM about
+// once per chunk and its other reads hit L2. The m-tile count comes from the
+// routing kernel (device memory): no host synchronization, CUDA-graph capturable.
+// Gated activations: the ring's first BN / 2 rows are the gate rows of BN / 2
+// consecutive outputs, the last BN / 2 their up rows, so the gate and up
+// accumulators of an output sit in the same thread (n8 blocks i and
+// i + BN / 16).
+// w_map, the weights [E, N, K] as a 4D tensor map (innermost first; box 128
+// bytes of K x the rows of one copy; 128-byte swizzle; src/ops/tensor_map.cpp):
+//   no activation : {K, N, 1, E},     box {KB, BN, 1, 1},     coordinates (k, n0, 0, e)
+//   silu_gated    : {K, N / 2, 2, E}, box {KB, BN / 2, 1, 1}, gate (k, c0, 0, e), up (k, c0, 1, e)
+//                   (gate rows [0, N / 2), up rows [N / 2, N))
+//   swiglu_oai    : {K, 2, N / 2, E}, box {KB, 1, BN / 2, 1}, gate (k, 0, c0, e), up (k, 1, c0, e)
+//                   (gate and up rows interleaved)
+// (KB = 64 bf16 or 128 e4m3.) Rows past N and k past K arrive as zeros.
+// Registers: the launch bound gives 168 per thread; ptxas allocates each
+// role's code within its setmaxnreg budget. The consumers' 128 accumulators
+// (BN = 256) and the epilogue spill within 168, so the producer, whose only
+// per-thread copies are the activation rows, gives up 112 registers and the
+// consumers take 224 (the pool: 128 * (168 - 56) = 256 * (224 - 168); with 40
+// the producer spills a word).
+// FP8 accumulation: each slice's four e4m3 wgmma write a fresh partial sum
+// that the consumer adds to its fp32 accumulator (promotion every 128 K, in
+// K order: the bits stay a fixed-order sum); with BN = 128 the two register
+// sets fit the consumers' budget.
+// Bits: each output element is a fixed-order sum over k of wgmma steps of its
+// own routed row and weight row: padding rows cannot change a real row.
+//
+// ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp,
+// src/ops/fp8_gemm_config.cpp) ----
+//   BN     : weight rows per work item, 128 or 256 (accumulators: BN / 2 per consumer thread,
+//            twice that for e4m3); e4m3 takes 128
+//   STAGES : ring depth (>= 2)
+// Shared memory (bytes): 1024 (alignment) + STAGES * (128 * 128 + BN * 128) + STAGES * 16 (mbarriers).
+// bf16: K % 32 == 0, K % 64 == 32 zero-fills the second half of the last
+// slice (K_TAIL); e4m3: K % 16 == 0, K_TAIL when K % 128 != 0. N % 16 == 0.
+
+namespace moejit {
+
+enum { kTmaWsBf16 = 0, kTmaWsE4m3 = 1 };                          // ELEM: operand type
+enum { kTmaWsScaleNone = 0, kTmaWsScaleExpert = 1, kTmaWsScaleChannel = 2 };  // SCALE (FP8 per-token: sa * sw)
+
+// Register budgets per role (setmaxnreg; the CTA's pool: the consumers take
+// at most what the producer gives up).
+struct TmaWsRegs {
+  static constexpr int kLaunch = 168, kProducer = 56, kConsumer = 224;
+  static_assert(128 * (kLaunch - kProducer) >= 256 * (kConsumer - kLaunch), "the consumers take what the producer releases");
+};
+
+template <int BN>
+struct TmaWsLayout {
+  static constexpr int kBm = 128;
+  static constexpr int kXBytes = kBm * 128;  // activation rows of a slice, 128-byte swizzled
+  static constexpr int kWBytes = BN * 128;   // weight rows of a slice, 128-byte swizzled
+  static constexpr int kStageBytes = kXBytes + kWBytes;
+  static constexpr int kThreads = 384;
+};
+
+// Work item -> m-tile `tile` (its expert and rows) and weight block nb.
+// Chunk [a, a + size) of an expert's m-tiles owns items [a NB, (a + size) NB),
+// so item / NB is a tile of the item's chunk; inside the chunk, item
+// a NB + nb size + m is m-tile a + m of weight block nb. An expert's tiles
+// are BM rows apart from its first row (the routing kernel's tile list).
+constexpr int kTmaWsGroup = 8;
+struct TmaWsItem {
+  int tile, nb, expert, row_begin, row_end;
+};
+template <int BM>
+__device__ __forceinline__ TmaWsItem tma_ws_item(const GroupedGemmParams& p, int item, int NB) {
+  const int j = item / NB;
+  TmaWsItem w;
+  w.expert = p.tile_expert[j];
+  w.row_end = p.tile_row_end[j];
+  const int start = p.expert_offsets[w.expert];
+  const int lj = (p.tile_row_begin[j] - start) / BM;  // j's index among its expert's tiles
+  const int ne = (w.row_end - start + BM - 1) / BM;    // the expert's tiles
+  const int c = lj / kTmaWsGroup;
+  const int a = j - lj + c * kTmaWsGroup;
+  const int size = min(kTmaWsGroup, ne - c * kTmaWsGroup);
+  const int local = item - a * NB;
+  w.nb = local / size;
+  w.tile = a + (local - w.nb * size);
+  w.row_begin = start + (w.tile - (j - lj)) * BM;
+  return w;
+}
+
+template <int BIAS>
+__device__ __forceinline__ float tma_ws_bias(const void* bias, i64 i) {
+  if (BIAS == kBiasF32) return ((const float*)bias)[i];
+  if (BIAS == kBiasBf16) return bf16_bits_to_f32(((const u16*)bias)[i]);
+  return 0.f;
+}
+template <int ELEM, int SCALE, int BN, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32,
+          bool K_TAIL>
+__global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const GroupedGemmParams p, const __grid_constant__ TensorMap w_map) {
+  using L = TmaWsLayout<BN>;
+  static_assert(BN == 128 || BN == 256, "BN: 128 or 256 weight rows");
+  static_assert(STAGES >= 2, "a ring of at least two slices");
+  static_assert(!(OUT_F32 && ACT != kActNone), "gated activations write bf16");
+  static_assert(ELEM == kTmaWsBf16 || ELEM == kTmaWsE4m3, "bf16 or e4m3 operands");
+  static_assert(ELEM == kTmaWsE4m3 || SCALE == kTmaWsScaleNone, "bf16 has no scales");
+  constexpr int BM = L::kBm;
+  constexpr int EB = ELEM == kTmaWsBf16 ? 2 : 1;  // bytes per element
+  constexpr int BK = 128 / EB;                     // elements per slice
+  constexpr bool GATED = ACT != kActNone;
+  constexpr int NC = GATED ? BN / 2 : BN;  // output columns per item
+
+  extern __shared__ __align__(128) u8 smem_raw[];
+  const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const u32 x_ring = base;                          // STAGES * kXBytes (1024-byte aligned slots)
+  const u32 w_ring = x_ring + STAGES * L::kXBytes;  // STAGES * kWBytes
+  const u32 full_bar = w_ring + STAGES * L::kWBytes;  // STAGES mbarriers: slice landed
+  const u32 empty_bar = full_bar + STAGES * 8;        // STAGES mbarriers: slot free
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full_bar + 8 * s, 128);  // every producer thread
+      mbar_init(empty_bar + 8 * s, 8);   // every consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
+  }
+  __syncthreads();
+  pdl_wait();  // tile lists, X or H (and their scales) come from earlier launches
+  pdl_launch_dependents();
+
+  const int N = p.n, K = p.k;
+  const int NOUT = GATED ? N / 2 : N;
+  const int NB = (NOUT + NC - 1) / NC;
+  const int KT = (K + BK - 1) / BK;
+  const int items = *p.num_tiles * NB;
+
+  if (warp < 4) {
+    // ---------------- producer ----------------
+    setmaxnreg_dec<TmaWsRegs::kProducer>();
+    if (tid == 0) tma_prefetch(&w_map);
+    const int unit = tid & 7, row0 = tid >> 3;  // 16-byte unit of a 128-byte row; rows row0 + 16 j
+    int it = 0;
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      const TmaWsItem w = tma_ws_item<BM>(p, item, NB);
+      const int c0 = w.nb * NC, expert = w.expert, row_begin = w.row_begin, row_end = w.row_end;
+      int xrow[BM / 16];  // source row of X (gate_up: the token) or H, -1 past the tile's rows
+#pragma unroll
+      for (int j = 0; j < BM / 16; ++j) {
+        const int r = row_begin + row0 + 16 * j;
+        xrow[j] = r < row_end ? (GATHER ? p.sorted_route[r] / p.top_k : r) : -1;
+      }
+      for (int kt = 0; kt < KT; ++kt, ++it) {
+        const int slot = it % STAGES;
+        const u32 full = full_bar + 8 * slot;
+        mbar_wait(empty_bar + 8 * slot, ((it / STAGES) & 1) ^ 1);
+        const u32 ws = w_ring + slot * L::kWBytes;
+        if (tid == 0) {
+          mbar_expect_tx(full, L::kWBytes);
+          if constexpr (ACT == kActNone) {
+            tma_load_4d(ws, &w_map, full, kt * BK, c0, 0, expert);
+          } else if constexpr (ACT == kActSiluGated) {
+            tma_load_4d(ws, &w_map, full, kt * BK, c0, 0, expert);
+            tma_load_4d(ws + BN / 2 * 128, &w_map, full, kt * BK, c0, 1, expert);
+          } else {
+            tma_load_4d(ws, &w_map, full, kt * BK, 0, c0, expert);
+            tma_load_4d(ws + BN / 2 * 128, &w_map, full, kt * BK, 1, c0, expert);
+          }
+        }
+        const int kb = kt * 128 + unit * 16;  // byte of K of this thread's 16-byte chunk
+        const bool k_ok = !K_TAIL || kb < K * EB;
+        const u32 xs = x_ring + slot * L::kXBytes;
+#pragma unroll
+        for (int j = 0; j < BM / 16; ++j) {
+          const int r = row0 + 16 * j;
+          const bool live = xrow[j] >= 0 && k_ok;
+          const u8* src = (const u8*)p.a + (live ? (i64)xrow[j] * p.a_row_stride * EB + kb : 0);
+          cp_async_16(xs + r * 128 + ((unit ^ (r & 7)) << 4), src, live ? 16u : 0u);
+        }
+        cp_async_mbar_arrive(full_bar + 8 * slot);
+      }
+    }
+    cp_async_wait_n<0>();
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  setmaxnreg_inc<TmaWsRegs::kConsumer>();
+  const int wg = (warp - 4) >> 2;        // consumer warpgroup: tile rows 64 wg .. 64 wg + 63
+  const int wr16 = ((warp - 4) & 3) * 16;  // the warp's 16 rows inside them
+  const int g = lane >> 2, q = lane & 3;
+  int it = 0;
+  auto release = [&](int slot) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_bar + 8 * slot);
+  };
+  // e4m3: the wgmma accumulates in reduced precision, so each slice's 128-K
+  // partial product lands in `part` (a fresh sum) and is added to the fp32
+  // accumulator on the CUDA cores (promotion every 128 K). Without it the
+  // float64 reference measured relative errors of 1.2e-2 on gpt-oss-120b
+  // (K = 2880) and Mixtral (K = 14336) down projections; bf16 accumulates in place.
+  constexpr bool PROMOTE = ELEM == kTmaWsE4m3;
+  float acc[BN / 2];
+  float part[PROMOTE ? BN / 2 : 1];
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const TmaWsItem w = tma_ws_item<BM>(p, item, NB);
+    const int c0 = w.nb * NC, expert = w.expert, row_begin = w.row_begin, row_end = w.row_end;
+    const bool active = row_begin + 64 * wg < row_end;  // warpgroup-uniform
+    int pending = -1;  // slot whose wgmma group is still in flight
+    for (int kt = 0; kt < KT; ++kt, ++it) {
+      const int slot = it % STAGES;
+      mbar_wait(full_bar + 8 * slot, (it / STAGES) & 1);
+      if (!active) {
+        release(slot);
+        continue;
+      }
+      const u64 da = ws_desc_sw128(x_ring + slot * L::kXBytes + wg * 64 * 128);
+      const u64 db = ws_desc_sw128(w_ring + slot * L::kWBytes);
+      ws_wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {  // 32 bytes of K per step: descriptor address + 2
+        if constexpr (PROMOTE) wgmma_m64k32_e4m3_ss<BN>(part, da + 2 * s, db + 2 * s, s > 0);
+        else wgmma_m64k16_ss<BN>(acc, da + 2 * s, db + 2 * s, kt > 0 || s > 0);
+      }
+      ws_wgmma_commit();
+      if constexpr (PROMOTE) {
+        ws_wgmma_wait<0>();  // the slice's partial sum is complete; the other warpgroup keeps the tensor cores busy
+        release(slot);
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[i] = kt == 0 ? part[i] : acc[i] + part[i];
+      } else {
+        ws_wgmma_wait<1>();  // retires the group before this one
+        if (pending >= 0) release(pending);
+        pending = slot;
+      }
+    }
+    ws_wgmma_wait<0>();
+    if (pending >= 0) release(pending);
+    if (!active) continue;
+    // Router weights of the thread's two rows. Loaded here, not before the K
+    // loop: across it, their two registers spill next to 128 accumulators.
+    const int r_lo = row_begin + 64 * wg + wr16 + g, r_hi = r_lo + 8;
+    float gam_lo = 1.f, gam_hi = 1.f;
+    if (ROUTER_WEIGHT) {
+      if (r_lo < row_end) gam_lo = p.gamma[p.sorted_route[r_lo]];
+      if (r_hi < row_end) gam_hi = p.gamma[p.sorted_route[r_hi]];
+    }
+
+    // FP8 per-token: the activation scale of each row (X's row is the token).
+    float sa_lo = 1.f, sa_hi = 1.f;
+    if constexpr (SCALE != kTmaWsScaleNone) {
+      const float* sa = (const float*)p.a_scales;
+      if (r_lo < row_end) sa_lo = sa[GATHER ? p.sorted_route[r_lo] / p.top_k : r_lo];
+      if (r_hi < row_end) sa_hi = sa[GATHER ? p.sorted_route[r_hi] / p.top_k : r_hi];
+    }
+    const float* sw = (const float*)p.w_scales;
+    const float sw_expert = SCALE == kTmaWsScaleExpert ? sw[expert] : 1.f;
+
+    // Epilogue: acc[4i .. 4i + 3] is the m16n8 C fragment of n8 block i: rows
+    // r_lo (elements 0, 1) and r_hi (2, 3), ring columns 8 i + 2 q, + 1.
+    const i64 bias_row = (i64)expert * N;
+    // acc * sa * sw of weight row `phys` (its expert's physical row).
+    auto scaled = [&](float v, int h, i64 phys) {
+      if constexpr (SCALE == kTmaWsScaleNone) return v;
+      const float w = SCALE == kTmaWsScaleChannel ? sw[bias_row + phys] : sw_expert;
+      return (v * (h ? sa_hi : sa_lo)) * w;
+    };
+    if constexpr (GATED) {
+#pragma unroll
+      for (int i = 0; i < BN / 16; ++i) {
+        const int col = c0 + 8 * i + 2 * q;
+        if (col >= NOUT) break;
+        float bg[2] = {0.f, 0.f}, bu[2] = {0.f, 0.f};
+        if (BIAS != kBiasNone) {
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            const int c = col + t;
+            bg[t] = tma_ws_bias<BIAS>(p.bias, bias_row + (ACT == kActSiluGated ? c : 2 * c));
+            bu[t] = tma_ws_bias<BIAS>(p.bias, bias_row + (ACT == kActSiluGated ? (N >> 1) + c : 2 * c + 1));
+          }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = h ? r_hi : r_lo;
+          if (r >= row_end) continue;
+          const float gm = h ? gam_hi : gam_lo;
+          float o[2];
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            const int c = col + t;
+            const float gate = scaled(acc[4 * i + 2 * h + t], h, ACT == kActSiluGated ? c : 2 * c) + bg[t];
+            const float up = scaled(acc[4 * (i + BN / 16) + 2 * h + t], h, ACT == kActSiluGated ? (N >> 1) + c : 2 * c + 1) + bu[t];
+            o[t] = gm * gated_act<ACT>(gate, up, p.act_alpha, p.act_limit);
+          }
+          *(u32*)((u16*)p.out + (i64)r * p.out_row_stride + col) = pack_bf16x2(o[0], o[1]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) {
+        const int n = c0 + 8 * i + 2 * q;
+        if (n >= NOUT) break;
+        const float b[2] = {tma_ws_bias<BIAS>(p.bias, bias_row + n), tma_ws_bias<BIAS>(p.bias, bias_row + n + 1)};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = h ? r_hi : r_lo;
+          if (r >= row_end) continue;
+          const float gm = h ? gam_hi : gam_lo;
+          const float v0 = (scaled(acc[4 * i + 2 * h], h, n) + b[0]) * gm;
+          const float v1 = (scaled(acc[4 * i + 2 * h + 1], h, n + 1) + b[1]) * gm;
+          if (OUT_F32) {
+            float* o = (float*)p.out + (i64)r * p.out_row_stride + n;
+            o[0] = v0;
+            o[1] = v1;
+          } else {
+            *(u32*)((u16*)p.out + (i64)r * p.out_row_stride + n) = pack_bf16x2(v0, v1);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace moejit
