@@ -1,6 +1,7 @@
 // FP8 grouped GEMM family (kernels/grouped_gemm_fp8_sm90.cuh): keys, config
 // heuristic, codegen, NVRTC compile for sm_90a of representative keys; and the
 // float64 reference's FP8 operands against a hand-written computation.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -42,8 +43,12 @@ void compile_ok(const SpecKey& key) {
   CHECK(ks.source.find("#include") == std::string::npos);
   const auto out = compiler::compile(ks, Target{90, true}, key.to_text());
   CHECK(!out.cubin.empty());
-  CHECK(out.lowered_name.find("grouped_gemm_fp8_kernel") != std::string::npos);
+  // fp8_per_token past 24 rows per expert runs the TMA warp-specialized mainloop.
+  const bool ws = ops::choose_fp8_config(key).ws;
+  CHECK(out.lowered_name.find(ws ? "grouped_gemm_tma_ws_kernel" : "grouped_gemm_fp8_kernel") != std::string::npos);
   INFO(out.log);
+  CHECK(out.log.find("serialized") == std::string::npos);  // ptxas kept the wgmma pipeline asynchronous
+  if (ws) CHECK(out.resources.registers == 168);          // the launch bound's budget setmaxnreg assumes
   CHECK(out.resources.registers > 0);
   CHECK(out.resources.registers <= 255);
   CHECK(out.resources.spill_store_bytes == 0);
@@ -109,7 +114,13 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
         INFO(key.to_text() << " -> " << c.to_string());
         CHECK(c.smem_bytes(q) <= 227u * 1024u);
         CHECK(c.stages >= 2);
-        CHECK((c.bm() * 8) % c.threads() == 0);
+        if (!c.ws) CHECK((c.bm() * 8) % c.threads() == 0);  // loader contract of the mma.sync kernel
+        // The warp-specialized kernel: fp8_per_token past 24 rows per expert
+        // hit only; 128 x 128 work items, 384 threads.
+        const std::uint64_t rows = std::uint64_t(bucket) * key.top_k;
+        const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
+        CHECK(c.ws == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit > 24));
+        if (c.ws) CHECK((c.bm() == 128 && c.bn() == 128 && c.threads() == 384));
         CHECK(c.k_tail == (key.k % 128 != 0));
         const auto ks = codegen::generate(key);
         CHECK(ks.launch.block_threads == static_cast<std::uint32_t>(c.threads()));

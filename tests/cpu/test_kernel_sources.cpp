@@ -82,10 +82,12 @@ TEST_CASE("kernel sources: every bf16/MXFP4 grouped GEMM variant compiles for sm
     // ptxas falls back to waiting after every wgmma when it cannot prove the
     // asynchronous pipeline safe (warning C7510, "... are serialized due to ...").
     CHECK(out.log.find("serialized") == std::string::npos);
-    // The warp-specialized kernel's setmaxnreg budget assumes the launch
-    // bound's whole register budget (kernels/grouped_gemm_mxfp4_ws_sm90.cuh): with
+    // The warp-specialized kernels' setmaxnreg budgets assume the launch
+    // bound's whole register budget (kernels/grouped_gemm_mxfp4_ws_sm90.cuh,
+    // kernels/grouped_gemm_tma_ws_sm90.cuh): with
     // fewer, the consumers' setmaxnreg.inc would wait forever.
-    if (name.find("grouped_gemm_mxfp4_ws_kernel") != std::string::npos)
+    if (name.find("grouped_gemm_mxfp4_ws_kernel") != std::string::npos ||
+        name.find("grouped_gemm_tma_ws_kernel") != std::string::npos)
       CHECK(out.resources.registers == static_cast<int>((65536 / ks.launch.block_threads) & ~7u));
     std::printf("  %-90s %3d regs %6.0f ms\n", name.c_str(), out.resources.registers, out.compile_ms);
   }

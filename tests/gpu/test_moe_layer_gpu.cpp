@@ -160,6 +160,42 @@ TEST_CASE("gpu: every MXFP4 GEMM kernel variant family, K tails included, matche
   }
 }
 
+TEST_CASE("gpu: bf16 warp-specialized GEMM: K and N tails, both gate/up layouts, one expert, E = 256 on expert 255",
+          "[gpu][layer]") {
+  // Every case runs the TMA warp-specialized kernel (the buckets have more
+  // than 24 rows per expert hit under the heuristic's uniform assumption). The tail shapes have K % 64 = 32 in both GEMMs (hidden 2080,
+  // intermediate 800: K_TAIL) and outputs that end inside a work item (800
+  // gated outputs over 128-wide items, 2080 columns over 256-wide items): TMA
+  // zero-fills the last slice and rows, the epilogue masks the columns.
+  MoeLayerShape halves;
+  halves.hidden = 2080, halves.intermediate = 800, halves.experts = 16, halves.top_k = 2;
+  halves.act = Activation::silu_gated;
+  halves.gate_up_bias = halves.down_bias = BiasKind::f32;
+  MoeLayerShape interleaved = halves;
+  interleaved.act = Activation::swiglu_oai;
+  interleaved.act_alpha = 1.702f, interleaved.act_limit = 7.f;
+  interleaved.gate_up_bias = interleaved.down_bias = BiasKind::bf16;
+  MoeLayerShape e256;
+  e256.hidden = 1024, e256.intermediate = 512, e256.experts = 256, e256.top_k = 8;
+  e256.act = Activation::silu_gated;
+  const std::tuple<const char*, MoeLayerShape, std::uint32_t, Routing> cases[] = {
+      {"bf16 tails, silu gate|up halves, f32 bias", halves, 600u, Routing::uniform},
+      {"bf16 tails, swiglu interleaved, bf16 bias", interleaved, 600u, Routing::uniform},
+      // One expert: 38 m-tiles of one expert, 127 zero-row experts.
+      {"qwen3-30b-a3b one expert", qwen3_30b_shape(), 600u, Routing::one_expert},
+      // 8000 rows on expert 255: the last m-tile holds 64 rows (its second
+      // consumer warpgroup issues no wgmma).
+      {"bf16 E=256 expert 255", e256, 1000u, Routing::last_expert_only},
+  };
+  for (const auto& [name, shape, T, how] : cases) {
+    const LayerWeights& w = weights(name, shape, QuantMode::bf16);
+    ref::TestRng rng(T + 5);
+    const auto in = LayerInputs::make(shape, T, how, rng);
+    INFO(name << " T=" << T << " seed=" << rng.seed());
+    report(name, T, run_and_check(w, in));
+  }
+}
+
 TEST_CASE("gpu: routing edge cases (one expert, dropped routes, zero-row experts, T = 0)", "[gpu][layer]") {
   const MoeLayerShape s = qwen3_30b_shape();
   const LayerWeights& w = weights("qwen3-30b-a3b", s, QuantMode::w4a16_mxfp4);
