@@ -1,6 +1,6 @@
 #pragma once
-// Tuning of the MXFP4 grouped GEMM kernels: optional overrides of the tile
-// parameters the heuristic picks for a key (src/ops/grouped_gemm_config.cpp).
+// Tuning of the MXFP4 and bf16 grouped GEMM kernels: optional overrides of the
+// tile parameters the heuristic picks for a key (src/ops/grouped_gemm_config.cpp).
 //
 // An unset field keeps the heuristic's choice, so a default GemmTuning runs
 // exactly the heuristic's kernels. A set field changes the generated kernel
@@ -11,7 +11,8 @@
 // The fields are the template parameters documented at the top of
 // kernels/grouped_gemm_mxfp4_decode_sm90.cuh (decode) and of
 // kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, _wgmma_wa_sm90.cuh and
-// _ws_sm90.cuh (prefill). The same fields are spelled as text in
+// _ws_sm90.cuh, and kernels/grouped_gemm_tma_ws_sm90.cuh (prefill; bf16 takes
+// prefill.ws, wb and stages). The same fields are spelled as text in
 // MOEJIT_GEMM_TUNE (docs/environment.md): comma-separated decode.<field>=<n> and
 // prefill.<field>=<n> items, prefill.split_tail as prefill.st, flags as 0 / 1;
 // to_string() and parse_gemm_tuning() convert between the two.
