@@ -62,10 +62,10 @@ __device__ __forceinline__ u32 ws_e2m1_byte_to_bf16x2(u32 x, u32 sel, u32 f1) {
 // setmaxnreg.inc waits until warps of the same CTA released enough with
 // setmaxnreg.dec, so the consumers may take at most what the producer gives
 // up: 128 * (kLaunch - kProducer) >= 128 * CWG * (kConsumer - kLaunch).
-// ptxas gives a kernel with setmaxnreg the launch bound's whole budget
+// ptxas reports for a kernel with setmaxnreg the launch bound's whole budget
 // (65536 / threads, rounded down to 8: 168 with two consumer warpgroups, 96
 // with four; the CPU kernel-source test checks every variant reports it) and
-// allocates each role's code within it.
+// allocates each role's code within that role's setmaxnreg budget.
 template <int CWG>
 struct WsRegs {
   static constexpr int kThreads = 128 * (1 + CWG);

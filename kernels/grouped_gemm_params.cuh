@@ -1,8 +1,9 @@
 // Parameters and epilogue functions shared by the bf16 / MXFP4 grouped GEMM kernels
 // (grouped_gemm_sm90.cuh and grouped_gemm_mxfp4_wgmma_sm90.cuh: routed rows as
 // the MMA's M dimension; grouped_gemm_mxfp4_decode_sm90.cuh: MXFP4 weights as
-// the A operand, "swap AB"). The host mirror of
-// GroupedGemmParams is GroupedGemmParamsArg in src/ops/moe_layer.cpp.
+// the A operand, "swap AB") and by the TMA warp-specialized kernel
+// (grouped_gemm_tma_ws_sm90.cuh: bf16 and FP8 per-token). The host mirror of
+// GroupedGemmParams is GroupedGemmParamsArg in src/ops/kernel_params.hpp.
 
 namespace moejit {
 
@@ -11,10 +12,10 @@ enum { kActNone = 0, kActSiluGated = 1, kActSwigluOai = 2 };
 enum { kBiasNone = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
 struct GroupedGemmParams {
-  const u16* a;              // bf16 activations; gate_up: X [T, K]; down: H [rows, K]
+  const u16* a;              // bf16 (TMA WS FP8: e4m3) activations; gate_up: X [T, K]; down: H [rows, K]
   i64 a_row_stride;          // elements between rows of a
   const u8* w;               // bf16 [E, N, K] or packed e2m1 [E, N, K/2], contiguous
-  const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4), contiguous
+  const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4), or fp32 [E] / [E, N] (TMA WS FP8), contiguous
   const void* bias;          // [E, N] f32 or bf16, contiguous, or null
   const float* gamma;        // router weights [T * top_k], indexed by route id
   void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [S, rows, N] or bf16 [rows, N] (S = 1)
@@ -43,7 +44,7 @@ struct GroupedGemmParams {
   int* route_sorted_route;   // [num_routes]
   int* route_route_row;      // [num_routes]
   int* route_tiles[4];       // tile_expert, tile_row_begin, tile_row_end [max m-tiles], num_tiles [1] (8-row tiles)
-  // bf16 warp-specialized kernel: the routing kernel's expert_offsets [E + 1]
+  // TMA warp-specialized kernel: the routing kernel's expert_offsets [E + 1]
   // (first sorted row of each expert), which orders its work items by expert.
   const int* expert_offsets;
   // FP8 per-token (TMA warp-specialized kernel): fp32 scale of each row of a.

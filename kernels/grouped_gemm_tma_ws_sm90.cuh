@@ -13,7 +13,8 @@
 // parameters and tile lists as the other grouped GEMMs (GroupedGemmParams;
 // m-tiles of 128 rows).
 //
-// Roles (384 threads, one CTA per SM, grid <= the SM count):
+// Roles (384 threads, one CTA per SM; the grid is 132 CTAs at most, an H200's
+// SMs: on a GPU with fewer SMs the rest queue, correct but a slower tail):
 //   warpgroup 0, the producer: for every slice of every work item the CTA
 //     owns, waits for the ring slot to be free (empty mbarrier); thread 0
 //     adds the weight tile's bytes to the slot's full mbarrier and issues
@@ -28,8 +29,9 @@
 //     swizzled.
 //   warpgroups 1 and 2, the consumers: wait on the full mbarrier, issue four
 //     wgmma per slice (m64nBNk16 bf16 or m64nBNk32 e4m3) with both operands
-//     read by descriptor, keep one wgmma group in flight and release a slot on
-//     its empty mbarrier once the group that read it retired. A consumer
+//     read by descriptor; bf16 keeps one wgmma group in flight and releases
+//     a slot on its empty mbarrier once the group that read it retired, e4m3
+//     waits for each slice's group before its promotion (below). A consumer
 //     warpgroup whose 64 rows lie past the expert's last row issues no wgmma
 //     (it only passes the slots back). The epilogue (scales, bias,
 //     activation, router weight, store) runs while the producer already fills
@@ -139,6 +141,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   static_assert(!(OUT_F32 && ACT != kActNone), "gated activations write bf16");
   static_assert(ELEM == kTmaWsBf16 || ELEM == kTmaWsE4m3, "bf16 or e4m3 operands");
   static_assert(ELEM == kTmaWsE4m3 || SCALE == kTmaWsScaleNone, "bf16 has no scales");
+  static_assert(ELEM == kTmaWsBf16 || BN == 128, "e4m3: BN = 128 (the accumulator and the partial sum: 2 x 64 registers)");
   constexpr int BM = L::kBm;
   constexpr int EB = ELEM == kTmaWsBf16 ? 2 : 1;  // bytes per element
   constexpr int BK = 128 / EB;                     // elements per slice

@@ -79,8 +79,9 @@ std::vector<SpecKey> moe_layer_keys(const MoeLayerShape& shape, QuantMode quant,
 // With act == none, W1 is [E, I, D] (H = X W1^T + b1 directly).
 // gate_up row order: silu_gated: gate rows [0, I), up rows [I, 2I);
 // swiglu_oai: gate at even rows, linear at odd rows (gpt-oss).
-// All pointers 16-byte aligned (checked: w1 and w2 16 bytes, the MXFP4 scales
-// 4 bytes, the least the kernels need).
+// All pointers 16-byte aligned (checked: w1 and w2 16 bytes, the MXFP4 and
+// fp8_per_token scales 4 bytes, b1 and b2 their dtype's size: the least the
+// kernels need; InvalidArgument names the field and address).
 struct MoeWeights {
   DevicePtr w1 = 0, w1_scales = 0, b1 = 0;
   DevicePtr w2 = 0, w2_scales = 0, b2 = 0;

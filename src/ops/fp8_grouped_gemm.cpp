@@ -102,7 +102,14 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
   if (!a.w_scales) bad("w_scales", a.w_scales, "null");
   if (key.bias != BiasKind::none && !a.bias) bad("bias", a.bias, "null but the key has a bias");
   if (key.router_weight && !a.gamma) bad("gamma", a.gamma, "null but the key applies router weights");
-  if (!a.out) bad("out", a.out, "null");
+  if (!a.out || a.out % 4) bad("out", a.out, "must be non-null and 4-byte aligned");
+  // bf16 outputs are stored as pairs of adjacent columns (4-byte stores).
+  const std::uint64_t out_cols = key.op == OpKind::gate_up && key.act != Activation::none ? key.n / 2 : key.n;
+  if (a.out_row_stride < std::int64_t(out_cols) || (key.out_dtype == DType::bf16 && a.out_row_stride % 2))
+    bad("out_row_stride", static_cast<std::uint64_t>(a.out_row_stride),
+        "must be >= the output columns (" + std::to_string(out_cols) + ") and even for bf16 output");
+  if (key.quant == QuantMode::fp8_per_token && a.w_scales % 4) bad("w_scales", a.w_scales, "must be 4-byte aligned (fp32)");
+  if (key.quant == QuantMode::fp8_per_token && a.a_scales % 4) bad("a_scales", a.a_scales, "must be 4-byte aligned (fp32)");
   if (!a.sorted_route || !a.tile_expert || !a.tile_row_begin || !a.tile_row_end || !a.num_tiles)
     bad("sorted_route/tile_*", 0, "routing metadata pointer is null");
   if (a.max_tiles > 65535) bad("max_tiles", a.max_tiles, "too many m-tiles for one launch (> 65535)");

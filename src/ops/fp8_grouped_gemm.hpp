@@ -38,7 +38,8 @@ struct Fp8GemmArgs {
   std::int64_t out_row_stride = 0;
   DevicePtr sorted_route = 0, tile_expert = 0, tile_row_begin = 0, tile_row_end = 0, num_tiles = 0;
   DevicePtr expert_offsets = 0;
-  std::uint32_t max_tiles = 0;  // grid.y: an upper bound of *num_tiles (0 launches nothing)
+  std::uint32_t max_tiles = 0;  // an upper bound of *num_tiles (0 launches nothing): grid.y, or the
+                                // persistent kernel's grid.x bound
 };
 
 // Enqueues the kernel (from Runtime::get(key) or a cubin of generate(key)).

@@ -22,7 +22,7 @@ namespace moejit::ops {
 //                   warp-specialized: a producer warpgroup fills an mbarrier
 //                   ring, two consumer warpgroups dequantize into wgmma A
 //                   registers; tm routed rows per m-tile (wgmma N).
-//   bf16_ws       : kernels/grouped_gemm_bf16_ws_sm90.cuh, persistent and
+//   bf16_ws       : kernels/grouped_gemm_tma_ws_sm90.cuh (bf16), persistent and
 //                   warp-specialized for bf16 weights: 128 routed rows (two
 //                   consumer warpgroups) x 64 * wb weight rows, both operands
 //                   in shared memory.

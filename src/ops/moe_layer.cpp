@@ -261,6 +261,11 @@ void check_gemm_weights(OpKind op, const MoeLayerShape& s, QuantMode quant, cons
                           " (byte address) must be 4-byte aligned");
   if (bk != BiasKind::none && !bias)
     throw InvalidArgument(std::string("MoeWeights.") + (gate_up ? "b1" : "b2") + " is null but the shape has a bias");
+  // The kernels read the bias as its own dtype (4-byte f32, 2-byte bf16 loads).
+  const unsigned bias_align = bk == BiasKind::f32 ? 4u : 2u;
+  if (bk != BiasKind::none && bias % bias_align)
+    throw InvalidArgument(std::string("MoeWeights.") + (gate_up ? "b1" : "b2") + "=" + std::to_string(bias) +
+                          " (byte address) must be " + std::to_string(bias_align) + "-byte aligned");
 }
 
 // tiles_ready: the launch just before this one on the stream is this layer
@@ -368,6 +373,15 @@ void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quan
   if (!wt || wt % 16) throw InvalidArgument(std::string("MoeWeights.") + name + " must be non-null and 16-byte aligned");
   if (!sc) throw InvalidArgument(std::string("MoeWeights.") + name + "_scales is null; " + std::string(to_string(quant)) +
                                  " needs weight scales");
+  // fp8_per_token scales are fp32 (4-byte loads); MXFP8's E8M0 bytes need no alignment.
+  if (quant == QuantMode::fp8_per_token && sc % 4)
+    throw InvalidArgument(std::string("MoeWeights.") + name + "_scales=" + std::to_string(sc) +
+                          " (byte address) must be 4-byte aligned (fp32 scales)");
+  const DevicePtr fb = gate_up ? w.b1 : w.b2;
+  const unsigned fb_align = key.bias == BiasKind::f32 ? 4u : 2u;
+  if (key.bias != BiasKind::none && fb % fb_align)
+    throw InvalidArgument(std::string("MoeWeights.") + (gate_up ? "b1" : "b2") + "=" + std::to_string(fb) +
+                          " (byte address) must be " + std::to_string(fb_align) + "-byte aligned");
   const std::uint64_t R = std::uint64_t(a.num_tokens) * s.top_k;
   const std::uint64_t in_rows = gate_up ? a.num_tokens : R;
   const std::uint32_t K = key.k;
