@@ -9,6 +9,7 @@
 #include "moejit/error.hpp"
 #include "ops/device_ptr.hpp"
 #include "ops/fp8_gemm_config.hpp"
+#include "ops/grouped_gemm_config.hpp"
 #include "ops/kernel_params.hpp"
 #include "ops/tensor_map.hpp"
 
@@ -16,9 +17,6 @@ namespace moejit {
 namespace {
 using ops::ptr;
 using ops::GroupedGemmParamsArg;
-// The persistent kernel's grid: one CTA per SM of an H200 at most (the
-// kernel walks its work items itself; fewer SMs only queue CTAs).
-constexpr std::uint64_t kWsMaxCtas = 132;
 
 int act_code(Activation a) { return a == Activation::silu_gated ? 1 : a == Activation::swiglu_oai ? 2 : 0; }
 int bias_code(BiasKind b) { return b == BiasKind::f32 ? 1 : b == BiasKind::bf16 ? 2 : 0; }
@@ -43,6 +41,30 @@ struct Fp8GemmParamsArg {
   float act_alpha, act_limit;
 };
 
+// The fields both parameter structs (Fp8GemmParamsArg, GroupedGemmParamsArg)
+// take from the args and the key, under the same names.
+template <class Params>
+void fill_common(Params& p, const SpecKey& key, const ops::Fp8GemmArgs& a) {
+  p.a = ptr<const void>(a.a);
+  p.a_row_stride = a.a_row_stride;  // e4m3: elements are bytes
+  p.w = ptr<const void>(a.w);
+  p.w_scales = ptr<const void>(a.w_scales);
+  p.bias = key.bias != BiasKind::none ? ptr<const void>(a.bias) : nullptr;
+  p.gamma = ptr<const float>(a.gamma);
+  p.out = ptr<void>(a.out);
+  p.out_row_stride = a.out_row_stride;
+  p.sorted_route = ptr<const int>(a.sorted_route);
+  p.tile_expert = ptr<const int>(a.tile_expert);
+  p.tile_row_begin = ptr<const int>(a.tile_row_begin);
+  p.tile_row_end = ptr<const int>(a.tile_row_end);
+  p.num_tiles = ptr<const int>(a.num_tiles);
+  p.n = static_cast<int>(key.n);
+  p.k = static_cast<int>(key.k);
+  p.top_k = static_cast<int>(key.top_k);
+  p.act_alpha = key.act_alpha;
+  p.act_limit = key.act_limit;
+}
+
 }  // namespace
 
 namespace codegen {
@@ -66,20 +88,17 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
                          std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
                          b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ", " +
                          b(c.k_tail) + ">";
-    ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
-    ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant);
-    ks.config_text = c.to_string();
-    return ks;
+  } else {
+    ks.source += "\n";
+    ks.source += kernel_file("grouped_gemm_fp8_sm90.cuh");
+    ks.name_expression = "moejit::f8::grouped_gemm_fp8_kernel<" + std::to_string(c.warps_m) + ", " +
+                         std::to_string(c.warps_n) + ", " + std::to_string(c.mi) + ", " + std::to_string(c.ni) +
+                         ", " + std::to_string(c.stages) + ", " + (key.quant == QuantMode::mxfp8 ? "1" : "0") +
+                         ", " + std::to_string(wscale_code(key.weight_scale)) + ", " +
+                         std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
+                         b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ", " +
+                         b(c.k_tail) + ">";
   }
-  ks.source += "\n";
-  ks.source += kernel_file("grouped_gemm_fp8_sm90.cuh");
-  ks.name_expression = "moejit::f8::grouped_gemm_fp8_kernel<" + std::to_string(c.warps_m) + ", " +
-                       std::to_string(c.warps_n) + ", " + std::to_string(c.mi) + ", " + std::to_string(c.ni) +
-                       ", " + std::to_string(c.stages) + ", " + (key.quant == QuantMode::mxfp8 ? "1" : "0") +
-                       ", " + std::to_string(wscale_code(key.weight_scale)) + ", " +
-                       std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
-                       b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ", " +
-                       b(c.k_tail) + ">";
   ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
   ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant);
   ks.config_text = c.to_string();
@@ -120,56 +139,22 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
   if (c.ws) {
     if (!a.expert_offsets) bad("expert_offsets", 0, "null (the warp-specialized kernel orders its work by expert)");
     GroupedGemmParamsArg g{};
-    g.a = ptr<const void>(a.a);
-    g.a_row_stride = a.a_row_stride;  // e4m3: elements are bytes
-    g.w = ptr<const void>(a.w);
-    g.w_scales = ptr<const void>(a.w_scales);
-    g.bias = key.bias != BiasKind::none ? ptr<const void>(a.bias) : nullptr;
-    g.gamma = ptr<const float>(a.gamma);
-    g.out = ptr<void>(a.out);
-    g.out_row_stride = a.out_row_stride;
-    g.sorted_route = ptr<const int>(a.sorted_route);
-    g.tile_expert = ptr<const int>(a.tile_expert);
-    g.tile_row_begin = ptr<const int>(a.tile_row_begin);
-    g.tile_row_end = ptr<const int>(a.tile_row_end);
-    g.num_tiles = ptr<const int>(a.num_tiles);
+    fill_common(g, key, a);
     g.expert_offsets = ptr<const int>(a.expert_offsets);
     g.a_scales = ptr<const float>(a.a_scales);
-    g.n = static_cast<int>(key.n);
-    g.k = static_cast<int>(key.k);
-    g.top_k = static_cast<int>(key.top_k);
-    g.act_alpha = key.act_alpha;
-    g.act_limit = key.act_limit;
     g.num_experts = static_cast<int>(key.experts);
     const CUtensorMap map = weight_map(a.w, key.experts, key.n, key.k, 1, key.act, c.bn());
     void* args[] = {&g, const_cast<CUtensorMap*>(&map)};
     const std::uint64_t blocks = (key.n + c.bn() - 1) / c.bn();
-    const unsigned gx = static_cast<unsigned>(std::min<std::uint64_t>(kWsMaxCtas, blocks * a.max_tiles));
+    const unsigned gx = static_cast<unsigned>(std::min<std::uint64_t>(kPersistentMaxCtas, blocks * a.max_tiles));
     MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(kernel.function, gx, 1, 1, kernel.launch.block_threads, 1, 1,
                                                   kernel.launch.dynamic_smem_bytes, stream, args, nullptr));
     return;
   }
   Fp8GemmParamsArg p{};
-  p.a = ptr<const void>(a.a);
-  p.a_row_stride = a.a_row_stride;
+  fill_common(p, key, a);
   p.a_scales = ptr<const void>(a.a_scales);
   p.a_scale_row_stride = scale_stride;
-  p.w = ptr<const void>(a.w);
-  p.w_scales = ptr<const void>(a.w_scales);
-  p.bias = key.bias != BiasKind::none ? ptr<const void>(a.bias) : nullptr;
-  p.gamma = ptr<const float>(a.gamma);
-  p.out = ptr<void>(a.out);
-  p.out_row_stride = a.out_row_stride;
-  p.sorted_route = ptr<const int>(a.sorted_route);
-  p.tile_expert = ptr<const int>(a.tile_expert);
-  p.tile_row_begin = ptr<const int>(a.tile_row_begin);
-  p.tile_row_end = ptr<const int>(a.tile_row_end);
-  p.num_tiles = ptr<const int>(a.num_tiles);
-  p.n = static_cast<int>(key.n);
-  p.k = static_cast<int>(key.k);
-  p.top_k = static_cast<int>(key.top_k);
-  p.act_alpha = key.act_alpha;
-  p.act_limit = key.act_limit;
   void* args[] = {&p};
   const unsigned gx = static_cast<unsigned>((key.n + c.bn() - 1) / c.bn());
   MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(kernel.function, gx, a.max_tiles, 1, kernel.launch.block_threads, 1,

@@ -56,7 +56,7 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
 std::uint32_t GemmConfig::grid_x(std::uint32_t n, std::uint32_t tiles) const {
   const std::uint32_t blocks = (n + bn() - 1) / bn();
   if (kernel == GemmKernel::mxfp4_ws || kernel == GemmKernel::bf16_ws)
-    return static_cast<std::uint32_t>(std::min<std::uint64_t>(kSmCount, std::uint64_t(blocks) * tiles));
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(kPersistentMaxCtas, std::uint64_t(blocks) * tiles));
   return blocks;
 }
 std::uint32_t GemmConfig::grid_y(std::uint32_t tiles) const {

@@ -104,6 +104,11 @@ DType down_out_dtype(const SpecKey& key, const GemmTuning& tuning);
 inline constexpr std::uint64_t kSplitKMaxRows = 4096;
 inline constexpr int kSplitKMax = 4;
 
+// Grid of the persistent kernels (mxfp4_ws, bf16_ws and the FP8 per-token
+// warp-specialized kernel): one CTA per SM of an H200 at most; they walk their
+// work items themselves, so a GPU with fewer SMs only queues the rest.
+inline constexpr std::uint64_t kPersistentMaxCtas = 132;
+
 inline std::uint32_t max_m_tiles(std::uint64_t rows, std::uint32_t experts, int bm) {
   const std::uint64_t nonempty = rows < experts ? rows : experts;
   return static_cast<std::uint32_t>(rows / bm + nonempty);
