@@ -9,12 +9,18 @@
 // Roles (128 * (1 + CWG) threads, one CTA per SM, grid <= the SM count):
 //   warpgroup 0, the producer (WsRegs): for every slice of every work
 //     item the CTA owns, waits for the ring slot to be free (empty mbarrier),
-//     then copies with cp.async the slice's BM activation rows (gathered by
-//     token for gate_up, 128-byte swizzled: the K-major B operand), its packed
-//     e2m1 weights (64 * CWG rows x 32 bytes) and the two 4-byte words holding each
-//     row's two E8M0 scales, then arms the slot's full mbarrier with
-//     cp.async.mbarrier.arrive.noinc: the barrier completes when every
-//     producer thread's copies landed, and the producer never waits for data.
+//     then thread 0 copies the slice's packed e2m1 weights (64 * CWG rows x 32
+//     bytes) with one TMA box (w_map, src/ops/tensor_map.cpp packed_weight_map:
+//     mbarrier transaction bytes), and every thread copies with cp.async its
+//     share of the slice's BM activation rows (gathered by token for gate_up,
+//     128-byte swizzled: the K-major B operand) and the two 4-byte words
+//     holding each row's two E8M0 scales, then arms the slot's full mbarrier
+//     with cp.async.mbarrier.arrive.noinc: the barrier completes when the box
+//     and every producer thread's copies landed, and the producer never waits
+//     for data. Why TMA for the weights: a row's 32 bytes of a slice lie K / 2
+//     bytes from the next row's, so per-thread 16-byte copies cost the load
+//     unit a cache line each (two per row and slice); the TMA unit walks the
+//     box by itself.
 //     Why not a wait_group + arrive: the producer then signals a slice only
 //     after it could issue a later one, which ties the consumers' progress to
 //     a producer round trip per slice (measured: T = 512 gate_up 1119 us
@@ -86,7 +92,8 @@ struct WsLayout {
 };
 
 template <int BM, int CWG, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
-__global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_ws_kernel(const GroupedGemmParams p) {
+__global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_ws_kernel(const GroupedGemmParams p,
+                                                                                        const __grid_constant__ TensorMap w_map) {
   using L = WsLayout<BM, CWG>;
   using R = WsRegs<CWG>;
   static_assert(CWG == 2 || CWG == 4, "two or four consumer warpgroups");
@@ -110,6 +117,7 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
       mbar_init(full_bar + 8 * s, 128);  // every producer thread
       mbar_init(empty_bar + 8 * s, 4 * CWG);  // every consumer warp
     }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
   }
   __syncthreads();
   pdl_wait();  // tile lists, X or H come from earlier launches
@@ -120,7 +128,6 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
   const int KT = (K + BK - 1) / BK;
   const int items = *p.num_tiles * NB;
   const int s_row_bytes = K / 32;
-  const i64 w_row_bytes = K / 2;
   // Logical weight row of ring row rr of block n0 -> physical row (gated activations interleave gate and up).
   auto ring_row_phys = [&](int expert, int n0, int rr) {
     return (i64)expert * N + physical_row<ACT>(group_row<ACT>(n0 + (rr & ~15), rr & 15), N);
@@ -129,6 +136,7 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
   if (warp < 4) {
     // ---------------- producer ----------------
     setmaxnreg_dec<R::kProducer>();
+    if (tid == 0) tma_prefetch(&w_map);
     constexpr int X_ROWS = BM / 16;  // rows per thread per slice: unit tid % 8 of rows tid / 8 + 16 j
     const int unit = tid & 7, row0 = tid >> 3;
     const i64 scale_total = (i64)p.num_experts * N * s_row_bytes;  // bytes of w_scales
@@ -142,13 +150,7 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
         const int r = row_begin + row0 + 16 * j;
         xrow[j] = r < row_end ? (GATHER ? p.sorted_route[r] / p.top_k : r) : -1;
       }
-      // Weights: chunk (ring row tid / 2 + 64 j, half tid % 2); scales: ring rows tid + 128 j.
-      const u8* wsrc[CWG];
-#pragma unroll
-      for (int j = 0; j < CWG; ++j) {
-        const int rr = (tid >> 1) + 64 * j;
-        wsrc[j] = n0 + (rr & ~15) < N ? p.w + ring_row_phys(expert, n0, rr) * w_row_bytes + (tid & 1) * 16 : nullptr;
-      }
+      // Scales: ring rows tid + 128 j.
       i64 s_start[CWG / 2];
 #pragma unroll
       for (int j = 0; j < CWG / 2; ++j) {
@@ -167,12 +169,9 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
           const u16* src = p.a + (i64)(live ? xrow[j] : 0) * p.a_row_stride + (live ? k0 + unit * 8 : 0);
           cp_async_16(xs + r * 128 + ((unit ^ (r & 7)) << 4), src, live ? 16u : 0u);
         }
-        const u32 ws = w_ring + slot * L::kWBytes;
-#pragma unroll
-        for (int j = 0; j < CWG; ++j) {
-          const bool live = wsrc[j] != nullptr && (!K_TAIL || k0 + (tid & 1) * 32 < K);
-          cp_async_16(ws + ((tid >> 1) + 64 * j) * 32 + (tid & 1) * 16,
-                      live ? (const void*)(wsrc[j] + k0 / 2) : (const void*)p.w, live ? 16u : 0u);
+        if (tid == 0) {  // the block's packed weights: one TMA box, ring row rr at rr * 32 (zeros past K and N)
+          mbar_expect_tx(full_bar + 8 * slot, L::kWBytes);
+          tma_load_5d(w_ring + slot * L::kWBytes, &w_map, full_bar + 8 * slot, k0 / 2, 0, 0, n0 / 16, expert);
         }
         // The row's scales of this slice (bytes s_start + 2 kt, + 1) lie in
         // the two aligned words from (s_start + 2 kt) & ~3.

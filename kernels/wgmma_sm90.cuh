@@ -79,6 +79,15 @@ __device__ __forceinline__ void tma_load_4d(u32 dst, const TensorMap* map, u32 b
       : "memory");
 }
 
+// The same for a 5D map.
+__device__ __forceinline__ void tma_load_5d(u32 dst, const TensorMap* map, u32 bar, int c0, int c1, int c2, int c3,
+                                            int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
+      : "memory");
+}
+
 // Arrive on the mbarrier once every cp.async this thread issued so far has
 // landed (without counting an extra arrival: the barrier's count includes it).
 __device__ __forceinline__ void cp_async_mbar_arrive(u32 bar) {

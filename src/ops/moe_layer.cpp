@@ -344,6 +344,9 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     p.expert_offsets = ptr<const int>(v.expert_offsets);
     const CUtensorMap map = ops::weight_map(wt, s.experts, key.n, key.k, 2, key.act, c.bn());
     launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
+  } else if (c.kernel == ops::GemmKernel::mxfp4_ws) {
+    const CUtensorMap map = ops::packed_weight_map(wt, s.experts, key.n, key.k, key.act, c.bn());
+    launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
   } else {
     launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits);
   }

@@ -38,4 +38,32 @@ CUtensorMap weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, 
   return map;
 }
 
+CUtensorMap packed_weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, std::uint32_t k, Activation act,
+                              std::uint32_t block_n) {
+  // Dimensions innermost first: bytes of k, u (8 rows), h (2), q (n / 16 groups), expert.
+  const std::uint64_t row = k / 2;
+  cuuint64_t dims[5] = {row, 8, 2, n / 16, experts};
+  cuuint64_t strides[4];
+  switch (act) {
+    case Activation::none:  // physical row 16 q + 8 h + u
+      strides[0] = row, strides[1] = 8 * row, strides[2] = 16 * row;
+      break;
+    case Activation::silu_gated:  // gate rows [0, n / 2), up rows [n / 2, n): h * n / 2 + 8 q + u
+      strides[0] = row, strides[1] = row * (n / 2), strides[2] = 8 * row;
+      break;
+    case Activation::swiglu_oai:  // gate and up interleaved: 2 (8 q + u) + h
+      strides[0] = 2 * row, strides[1] = row, strides[2] = 16 * row;
+      break;
+  }
+  strides[3] = row * n;
+  const cuuint32_t box[5] = {32, 8, 2, block_n / 16, 1};
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+  CUtensorMap map;
+  MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, reinterpret_cast<void*>(w), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return map;
+}
+
 }  // namespace moejit::ops
