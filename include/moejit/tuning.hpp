@@ -59,7 +59,8 @@ struct GemmTuning {
     std::optional<bool> wa;     // true: the weights-as-A wgmma kernel; false: the dequantized-tile
                                 // kernel; unset = weights-as-A
     std::optional<bool> ws;     // the persistent warp-specialized kernels: true = at every key past
-                                // decode (bf16: every key), false = never; unset = MXFP4: where
+                                // decode (bf16: every key), false = never; unset = MXFP4: from 9 to
+                                // 24 routed rows per expert hit (at most 128 experts) and where
                                 // 192-row tiles fit the experts, bf16: past 24 rows per expert
     std::optional<int> wb;      // bf16 warp-specialized kernel: weight rows per work item in blocks
                                 // of 64, 1..16; the kernel takes 2 or 4

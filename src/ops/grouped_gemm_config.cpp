@@ -172,6 +172,21 @@ int staged_rows(const SpecKey& key, const GemmConfig& c) {
   return bytes <= 32 * 1024 ? static_cast<int>(rows) : 0;
 }
 
+// Whether the MXFP4 warp-specialized kernel runs a key past decode by default.
+// Measured (layer us, one call each, docs/kernels.md):
+// - 8 < avg <= 24 rows per expert hit, against the activations-as-A kernel:
+//   gpt-oss-120b T = 384-768 3.4-3.7 % faster (512: 1264 / 1312), Qwen3-30B-A3B
+//   T = 160-384 2-8 %, Mixtral-8x7B T = 48-96 7 %; DeepSeek-V3 (256 experts)
+//   T = 320-768 4 % slower, so not there;
+// - tiles of 192 rows (avg + sqrt(avg) > 128), against the single-role
+//   wgmma kernels: gpt-oss-120b T = 4096 2663 / 2646 us, 16384 8530 / 8900;
+//   between the two (tiles of 64 and 128 rows) the single-role kernels are
+//   level or faster (T = 1024 1452 / 1462, 2048 2105 / 1702).
+bool mxfp4_ws_default(const SpecKey& key, std::uint64_t avg) {
+  const double u = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
+  return u > 128.0 || (avg > 8 && avg <= 24 && key.experts <= 128);
+}
+
 // MXFP4 weights as the MMA's A operand (kernels/grouped_gemm_mxfp4_*_sm90.cuh).
 GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint64_t avg, const GemmTuning& tuning) {
   GemmConfig c;
@@ -230,13 +245,10 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     c.fr = c.fr && c.nt == 1 && std::uint64_t(key.token_bucket) * key.top_k <= 32 && key.experts <= 256;
     return c;
   }
-  // Where the warp-specialized kernel runs by default: tiles of 192 rows
-  // (u > 128). Measured on gpt-oss-120b (layer us, WS / single-role kernels):
-  // T = 512 1346 / 1324, 1024 1552 / 1471, 2048 2134 / 1706 (tiles of 32,
-  // 64 and 128 rows), 4096 2668 / 2737, 16384 8658 / 8824 (192 rows); in
-  // one call with both: 4096 2668 / 2646, 16384 8489 / 8900 (docs/kernels.md). MOEJIT_GEMM_TUNE prefill.ws=1 (GemmTuning::Prefill::ws) forces it at any T past decode.
-  const double u_ws = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
-  if (tuning.prefill.ws.value_or(u_ws > 128.0)) {
+  // Where the warp-specialized kernel runs by default (mxfp4_ws_default):
+  // the middle range and tiles of 192 rows. MOEJIT_GEMM_TUNE prefill.ws=1
+  // (GemmTuning::Prefill::ws) forces it at any T past decode.
+  if (tuning.prefill.ws.value_or(mxfp4_ws_default(key, avg))) {
     // Past decode: the persistent warp-specialized kernel. Each m-tile
     // dequantizes its 128-row weight block once, so a tile should hold all of
     // an expert's rows (u = avg + sqrt(avg) covers most experts under uniform
@@ -324,11 +336,13 @@ GemmConfig choose_config(const SpecKey& key, const GemmTuning& tuning) {
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
   const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
   const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
-  // MXFP4 between decode and prefill (8 < avg <= 24 rows per expert) stays on the
-  // activations-as-A kernel: measured on gpt-oss-120b T = 512 (16 rows per
-  // expert), layer 1382 us there, 2109 us on 64-row wgmma tiles, 2497 us on the
-  // decode kernel with 32-row tiles.
-  if (key.quant == QuantMode::w4a16_mxfp4 && (avg <= 8 || avg > 24 || tuning.prefill.ws.value_or(false)))
+  // MXFP4 between decode and prefill (8 < avg <= 24 rows per expert): the
+  // warp-specialized kernel (mxfp4_ws_default), else the activations-as-A
+  // kernel (measured on gpt-oss-120b T = 512, 16 rows per expert: layer 1382 us
+  // there, 2109 us on 64-row wgmma tiles, 2497 us on the decode kernel with
+  // 32-row tiles).
+  if (key.quant == QuantMode::w4a16_mxfp4 &&
+      (avg <= 8 || avg > 24 || tuning.prefill.ws.value_or(mxfp4_ws_default(key, avg))))
     return choose_mxfp4_swapab(key, hit, avg, tuning);
   if (key.quant == QuantMode::bf16 && tuning.prefill.ws.value_or(avg > 24)) {
     // Past the bytes-bound range: the persistent warp-specialized wgmma

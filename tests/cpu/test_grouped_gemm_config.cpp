@@ -121,8 +121,13 @@ TEST_CASE("grouped GEMM config: gpt-oss-120b MXFP4 variants per bucket", "[heuri
       CHECK((gu.bm() == 192 && dn.bm() == 192 && gu.cwg == 2 && gu.threads() == 384 && gu.splits == 1));
       CHECK(gu.smem_bytes(QuantMode::w4a16_mxfp4, 2880) <= 227u * 1024u);
     }
-    // T = 512 (16 rows per expert): the activations-as-A kernel.
-    if (T == 512) CHECK(gu.kernel == ops::GemmKernel::x_operand_a);
+    // T = 512 (16 rows per expert): the warp-specialized kernel on 32-row
+    // tiles with four consumer warpgroups (the middle range).
+    if (T == 512) {
+      CHECK(gu.kernel == ops::GemmKernel::mxfp4_ws);
+      CHECK(dn.kernel == ops::GemmKernel::mxfp4_ws);
+      CHECK((gu.bm() == 32 && gu.cwg == 4 && gu.threads() == 640 && dn.bm() == 32));
+    }
     // T = 1: the four routed rows' activations staged (4 x 6160 bytes), six
     // CTAs per SM; from T = 2 the 8-row stage (49 KB) is too big for that.
     CHECK(gu.xs == (T == 1 ? 4 : 0));
