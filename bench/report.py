@@ -354,14 +354,14 @@ def mxfp4_vs_triton_section(folder):
     L = ["## gpt-oss-120b W4A16 MXFP4 against triton_kernels", ""]
     L.append("One GPU call, same H200: `moejit-run --model gpt-oss-120b --tokens 1,8,64,128,256,512,1024,2048,4096,16384 "
              "--iters 20 --json moejit-run.jsonl`, once with the default kernels and once with "
-             "`MOEJIT_GEMM_TUNE=prefill.ws=0` (the single-role prefill kernels only), then OpenAI's triton_kernels "
+             "`MOEJIT_GEMM_TUNE=prefill.ws=0` (no warp-specialized MXFP4 kernel), then OpenAI's triton_kernels "
              f"matmul_ogs ({peer.get('peer', 'triton_kernels')}, triton {peer.get('triton', '?')}, torch "
              f"{peer.get('torch', '?')}) on the same shapes: routing + two matmul_ogs, eager and replayed from a CUDA "
              "graph. moejit's time is `time_us` (the layer between CUDA events on an idle GPU, host submission "
              "inside); its layer is route + gate_up + down + combine (three launches at T <= 8). The JSON lines are in "
              "docs/results-data/mxfp4-vs-triton/.")
     L.append("")
-    L.append("| T | moejit us | moejit, single-role prefill us | gate_up / down us | triton_kernels graph us | "
+    L.append("| T | moejit us | moejit, `prefill.ws=0` us | gate_up / down us | triton_kernels graph us | "
              "triton_kernels eager us | triton graph / moejit | floor us | of floor |")
     L.append("|---|---|---|---|---|---|---|---|---|")
     for T in sorted(default):
@@ -374,8 +374,37 @@ def mxfp4_vs_triton_section(folder):
                  f"{fmt(d['floor_us'])} | {100.0 * d['floor_us'] / d['time_us']:.0f} % |")
     L.append("")
     L.append("floor = max(weight bytes of the experts hit / 4.23 TB/s, FLOPs / 782 TFLOP/s). The default runs the "
-             "warp-specialized prefill kernel where 192-row tiles fit the experts (here T >= 4096) and the single-role "
-             "kernels below (docs/kernels.md); the two columns differ only there.")
+             "warp-specialized prefill kernel from 9 to 24 routed rows per expert hit (here T = 512) and where 192-row "
+             "tiles fit the experts (here T >= 4096), the single-role wgmma kernels between them (docs/kernels.md); the two "
+             "columns differ only there.")
+    L.append("")
+    L.extend(mxfp4_middle_range_section(os.path.join(folder, "middle-range.jsonl")))
+    return L
+
+
+def mxfp4_middle_range_section(path):
+    """The MXFP4 middle range (9 to 24 routed rows per expert hit) per model, from one GPU
+    call: moejit-run --json rows with the default kernels, MOEJIT_GEMM_TUNE=prefill.ws=0
+    (the activations-as-A kernel there) and prefill.ws=1 (the warp-specialized kernel)."""
+    if not os.path.exists(path):
+        return []
+    rows = [r for r in read_jsonl(path) if r.get("tool") == "moejit-run"]
+    cell = {(r["model"], r["T"], r.get("tune", "")): r["time_us"] for r in rows}
+    keys = sorted({(r["model"], r["T"]) for r in rows}, key=lambda k: (k[0], k[1]))
+    L = ["### The MXFP4 middle range, per model", ""]
+    L.append("Same call: `moejit-run --model M --quant w4a16_mxfp4 --tokens ... --iters 20 --check-tokens 0 --json "
+             "middle-range.jsonl` per model, with the default kernels, `MOEJIT_GEMM_TUNE=prefill.ws=0` (the "
+             "activations-as-A kernel) and `prefill.ws=1` (the warp-specialized kernel on 32-row tiles). Layer us "
+             "(`time_us`); ratio = activations-as-A / default (> 1: the default is faster).")
+    L.append("")
+    L.append("| model | T | default us | activations-as-A us | warp-specialized us | ratio |")
+    L.append("|---|---|---|---|---|---|")
+    for model, T in keys:
+        d, a, w = (cell.get((model, T, t)) for t in ("", "prefill.ws=0", "prefill.ws=1"))
+        L.append(f"| {model} | {T} | {fmt(d)} | {fmt(a)} | {fmt(w)} | {fmt(a / d, 2) if a and d else '-'} |")
+    L.append("")
+    L.append("The default takes the warp-specialized kernel there for layers of at most 128 experts; DeepSeek-V3 "
+             "(256 experts) stays on the activations-as-A kernel, which is faster for it.")
     L.append("")
     return L
 

@@ -57,9 +57,10 @@ struct GemmConfig {
   // of the routed-row tile; depth is not used). GemmTuning::Prefill::wa.
   bool wa = false;
   // mxfp4_ws: routed rows per m-tile (the wgmma N dimension: 32, 64, 128 or
-  // 192); stages is its ring depth. The default where tiles of 192 rows fit
-  // the experts (gpt-oss-120b T >= ~3000); GemmTuning::Prefill::ws forces it
-  // on or off past decode.
+  // 192); stages is its ring depth. The default from 9 to 24 routed rows per
+  // expert hit (at most 128 experts) and where tiles of 192 rows fit the
+  // experts (gpt-oss-120b T >= ~3000); GemmTuning::Prefill::ws forces it on
+  // or off past decode.
   int tm = 0;
   int cwg = 2;  // mxfp4_ws: consumer warpgroups (2 or 4; 64 * cwg weight rows per CTA)
   int wb = 4;   // bf16_ws: weight rows per work item in blocks of 64 (2 or 4: the wgmma N, 128 or 256)
