@@ -149,7 +149,6 @@ def include_targets(rel, text, search_dirs):
 TOOLS_INTERNAL = {
     "tools/moejit-cache/explain.cpp": {"cache/cache_admin.hpp", "cache/content_address.hpp", "cache/pack.hpp",
                                        "codegen/kernel_source.hpp", "compiler/nvrtc_compiler.hpp"},
-    "tools/moejit-cache/pack_commands.cpp": {"cache/pack.hpp"},
 }
 
 

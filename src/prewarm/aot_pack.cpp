@@ -2,10 +2,12 @@
 #include "moejit/aot_pack.hpp"
 
 #include <ctime>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "cache/content_address.hpp"
 #include "cache/pack.hpp"
 #include "moejit/error.hpp"
 #include "runtime/runtime_access.hpp"
@@ -54,6 +56,73 @@ AotPackSummary write_aot_pack(Runtime& runtime, const PrewarmPlan& plan, const s
 
 std::size_t write_aot_pack(Runtime& runtime, const PrewarmPlan& plan, const std::filesystem::path& out) {
   return write_aot_pack(runtime, plan, out, {}).keys;
+}
+
+}  // namespace moejit
+
+namespace moejit {
+
+AotPackInfo read_aot_pack(const std::filesystem::path& path) {
+  const std::shared_ptr<const cache::Pack> pack = cache::Pack::open(path);
+  const cache::PackManifest& m = pack->manifest();
+  AotPackInfo info;
+  info.moejit_version = m.moejit_version;
+  info.nvrtc_version = m.nvrtc_version;
+  info.target = m.target;
+  info.created_unix = m.created_unix;
+  info.plan_json = m.plan_json;
+  info.keys = m.keys.size();
+  for (const cache::PackRecord& r : pack->head().index) {
+    const cache::Pack::Lookup l = pack->load(r.address, nullptr);
+    AotPackEntryInfo e;
+    e.id = r.address.hex();
+    e.bytes = r.length;
+    e.ok = l.status == cache::Pack::Status::hit && l.entry.has_value();
+    if (e.ok) {
+      e.cubin_bytes = l.entry->cubin.size();
+      e.key = l.entry->header.key_text;
+      e.registers = l.entry->header.resources.registers;
+    } else {
+      e.problem = l.reason.empty() ? std::string("not found in the pack") : l.reason;
+    }
+    info.entries.push_back(std::move(e));
+  }
+  return info;
+}
+
+AotPackExport export_aot_pack(const std::filesystem::path& dir, const std::filesystem::path& out,
+                              std::string_view target) {
+  if (out.empty()) throw InvalidArgument("export_aot_pack: out must be a file path, got an empty path");
+  // Why first: reading every entry of a large cache takes a while.
+  cache::check_pack_destination(out);
+  AotPackExport r;
+  std::vector<cache::Entry> all = cache::collect_entries(dir, &r.skipped);
+  r.found = all.size();
+  std::vector<cache::Entry> entries;
+  cache::PackManifest m;
+  m.moejit_version = std::string(cache::library_version());
+  m.target = std::string(target);
+  for (cache::Entry& e : all) {
+    const cache::AddressPayload& p = e.header.payload;
+    if (p.moejit_version != m.moejit_version) continue;  // another library's entries cannot go into this pack
+    if (m.target.empty()) m.target = p.target;
+    if (p.target != m.target) continue;
+    if (m.nvrtc_version.empty()) m.nvrtc_version = p.nvrtc_version;
+    if (p.nvrtc_version != m.nvrtc_version) continue;
+    entries.push_back(std::move(e));
+  }
+  if (entries.empty())
+    throw InvalidArgument("export_aot_pack: no usable entries of moejit " + m.moejit_version +
+                          (target.empty() ? "" : " for target " + std::string(target)) + " in " + dir.string());
+  m.created_unix = static_cast<std::int64_t>(std::time(nullptr));
+  // Coverage of an export: the key each entry was first compiled for (the
+  // directory does not know every key that shares a kernel).
+  for (const cache::Entry& e : entries) m.keys.push_back({e.header.key_text, e.header.payload.address()});
+  cache::write_pack(out, m, entries);
+  r.entries = entries.size();
+  r.target = m.target;
+  r.nvrtc_version = m.nvrtc_version;
+  return r;
 }
 
 }  // namespace moejit

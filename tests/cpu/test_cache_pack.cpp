@@ -8,6 +8,7 @@
 #include "cache/pack.hpp"
 #include "moejit/aot_pack.hpp"
 #include "moejit/model.hpp"
+#include "moejit/version.hpp"
 #include "runtime/runtime_access.hpp"
 #include "test_cache_support.hpp"
 
@@ -230,4 +231,83 @@ TEST_CASE("pack: write_aot_pack and write_pack refuse a destination before any w
   CHECK(*tk.calls == 0);  // no kernel was generated for a pack that could not be written
   CHECK_THROWS_WITH(cache::write_pack(dir.path() / "x" / "p", cache::PackManifest{}, {}),
                     Catch::Contains("does not exist"));
+}
+
+TEST_CASE("pack: read_aot_pack lists the manifest and every entry; a corrupt entry is listed, not thrown",
+          "[cache][pack][nvrtc]") {
+  REQUIRE_NVRTC();
+  TempDir dir;
+  TinyKernels tk;
+  const fs::path good = build_pack(dir.path() / "good.pack", tk, {171, 172});
+  const AotPackInfo info = read_aot_pack(good);
+  CHECK(info.keys == 2);
+  CHECK(info.plan_json == R"({"model":"tiny"})");
+  CHECK(info.moejit_version == std::string(moejit::version()));
+  CHECK(!info.target.empty());
+  CHECK(!info.nvrtc_version.empty());
+  CHECK(info.created_unix > 0);
+  REQUIRE(info.entries.size() == 2);
+  for (const AotPackEntryInfo& e : info.entries) {
+    INFO(e.id);
+    CHECK(e.ok);
+    CHECK(e.problem.empty());
+    CHECK(e.id.size() == 32);
+    CHECK(e.cubin_bytes > 0);
+    CHECK(e.bytes > e.cubin_bytes);
+    CHECK(e.registers > 0);
+  }
+  CHECK((info.entries[0].key == tiny_key(171).to_text() || info.entries[0].key == tiny_key(172).to_text()));
+  // One flipped byte in the last blob: listed with its problem, the other entry still ok.
+  std::string bytes = read_file(good);
+  bytes[bytes.size() - 10] ^= 1;
+  const fs::path bad = dir.path() / "blob-flip.pack";
+  write_file(bad, bytes);
+  const AotPackInfo b = read_aot_pack(bad);
+  REQUIRE(b.entries.size() == 2);
+  CHECK((b.entries[0].ok ? 1 : 0) + (b.entries[1].ok ? 1 : 0) == 1);
+  for (const AotPackEntryInfo& e : b.entries)
+    if (!e.ok) CHECK(!e.problem.empty());
+  // Not a pack: an Error naming the path.
+  const fs::path junk = dir.path() / "junk.pack";
+  write_file(junk, "not a pack");
+  CHECK_THROWS_AS(read_aot_pack(junk), Error);
+  CHECK_THROWS_WITH(read_aot_pack(junk), Catch::Contains(junk.string()));
+  CHECK_THROWS_WITH(read_aot_pack(dir.path() / "missing.pack"), Catch::Contains("missing.pack"));
+}
+
+TEST_CASE("pack: export_aot_pack packs a cache directory's kernels; refuses a bad destination and an empty directory",
+          "[cache][pack][nvrtc]") {
+  REQUIRE_NVRTC();
+  TempDir dir;
+  TinyKernels tk;
+  const fs::path cache_dir = dir.path() / "cache";
+  {
+    Runtime rt(options_for(cache_dir, tk));
+    for (std::uint32_t n : {181, 182, 183}) CHECK(rt.compiled(tiny_key(n))->cubin.size() > 0);
+  }
+  const fs::path out = dir.path() / "export.pack";
+  const AotPackExport r = export_aot_pack(cache_dir, out, "");
+  CHECK(r.entries == 3);
+  CHECK(r.found == 3);
+  CHECK(r.skipped.empty());
+  CHECK(!r.target.empty());
+  const AotPackInfo info = read_aot_pack(out);
+  CHECK(info.keys == 3);
+  CHECK(info.target == r.target);
+  REQUIRE(info.entries.size() == 3);
+  for (const AotPackEntryInfo& e : info.entries) CHECK(e.ok);
+  // The pack serves a fresh directory with no compile.
+  Runtime served(pack_options(dir.path() / "fresh", out, tk));
+  REQUIRE(RuntimeAccess::pack_mounted(served));
+  for (std::uint32_t n : {181, 182, 183})
+    CHECK(served.lookup_compiled(tiny_key(n)).origin == CompiledKernel::Origin::disk);
+  CHECK(served.stats().compiles == 0);
+  // Another target: nothing usable, InvalidArgument naming the directory.
+  CHECK_THROWS_WITH(export_aot_pack(cache_dir, dir.path() / "other.pack", "sm_80"), Catch::Contains(cache_dir.string()));
+  CHECK(!fs::exists(dir.path() / "other.pack"));
+  // A destination that cannot take a pack, and an empty directory.
+  CHECK_THROWS_AS(export_aot_pack(cache_dir, dir.path(), ""), InvalidArgument);
+  CHECK_THROWS_AS(export_aot_pack(cache_dir, dir.path() / "no-such-folder" / "p.pack", ""), InvalidArgument);
+  fs::create_directories(dir.path() / "empty");
+  CHECK_THROWS_WITH(export_aot_pack(dir.path() / "empty", dir.path() / "e.pack", ""), Catch::Contains("no usable entries"));
 }
