@@ -210,4 +210,25 @@ struct CacheSummary {
 // A missing directory gives zeros. Never throws except bad_alloc.
 CacheSummary summarize(const std::filesystem::path& dir);
 
+// Whether a key's kernel would be served, and if not, why not (what
+// `moejit-cache explain` prints): a miss names the nearest entry or covered
+// key and the fields that differ, or, for the same kernel compiled under
+// other settings (NVRTC, library version, target, options), what differs in
+// the content address.
+struct ExplainReport {
+  bool hit = false;                // the key's kernel is there and verifies
+  std::string address;             // its content address (32 hex digits); empty when it cannot be computed
+  std::vector<std::string> lines;  // the explanation, one line each, indented as moejit-cache prints it
+};
+// Against the cache directory `dir` (entries of the owners `ownership`
+// trusts). Needs NVRTC for the content address (its version is part of it);
+// without it the report compares keys only. Throws InvalidArgument when the
+// key is invalid or no kernel implements it (naming the field).
+ExplainReport explain(const std::filesystem::path& dir, const SpecKey& key,
+                      Ownership ownership = ownership_from_env());
+// Against the AOT pack `pack`, as that pack's NVRTC version (no NVRTC
+// needed). Throws InvalidArgument as explain, Error "AOT pack <path>:
+// <reason>" when the pack cannot be opened.
+ExplainReport explain_in_pack(const std::filesystem::path& pack, const SpecKey& key);
+
 }  // namespace moejit::cache_admin

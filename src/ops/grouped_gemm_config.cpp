@@ -174,10 +174,11 @@ int staged_rows(const SpecKey& key, const GemmConfig& c) {
 
 // Whether the MXFP4 warp-specialized kernel runs a key past decode by default.
 // Measured (layer us, one call each, docs/kernels.md):
-// - 8 < avg <= 24 rows per expert hit, against the activations-as-A kernel:
-//   gpt-oss-120b T = 384-768 3.4-3.7 % faster (512: 1264 / 1312), Qwen3-30B-A3B
-//   T = 160-384 2-8 %, Mixtral-8x7B T = 48-96 7 %; DeepSeek-V3 (256 experts)
-//   T = 320-768 4 % slower, so not there;
+// - 8 < avg <= 24 rows per expert hit, against the activations-as-A kernel
+//   (docs/results.md, "The MXFP4 middle range, per model"): gpt-oss-120b
+//   T = 384-768 4-5 % faster (512: 1275 / 1328), Qwen3-30B-A3B T = 160-384
+//   2-9 %, Mixtral-8x7B T = 48-96 8 %; DeepSeek-V3 (256 experts) T = 320-768
+//   3-5 % slower, so not there;
 // - tiles of 192 rows (avg + sqrt(avg) > 128), against the single-role
 //   wgmma kernels: gpt-oss-120b T = 4096 2663 / 2646 us, 16384 8530 / 8900;
 //   between the two (tiles of 64 and 128 rows) the single-role kernels are

@@ -20,8 +20,9 @@ namespace moejit::ops {
 //                   to a shared bf16 tile, wgmma on 64 * wg routed rows x 128.
 //   mxfp4_ws      : kernels/grouped_gemm_mxfp4_ws_sm90.cuh, persistent and
 //                   warp-specialized: a producer warpgroup fills an mbarrier
-//                   ring, two consumer warpgroups dequantize into wgmma A
-//                   registers; tm routed rows per m-tile (wgmma N).
+//                   ring (the packed weights by TMA), cwg (two or four)
+//                   consumer warpgroups dequantize into wgmma A registers;
+//                   tm routed rows per m-tile (wgmma N).
 //   bf16_ws       : kernels/grouped_gemm_tma_ws_sm90.cuh (bf16), persistent and
 //                   warp-specialized for bf16 weights: 128 routed rows (two
 //                   consumer warpgroups) x 64 * wb weight rows, both operands

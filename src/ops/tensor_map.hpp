@@ -24,8 +24,9 @@ CUtensorMap weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, 
 // the MXFP4 warp-specialized kernel reads (kernels/grouped_gemm_mxfp4_ws_sm90.cuh,
 // "w_map"): box 32 bytes (64 k) x block_n rows (128 or 256) of one weight
 // block, ring row rr = 16 q + 8 h + u at rr * 32 bytes, no swizzle; for gated
-// activations h picks gate (0) or up (1) of output column 64 nb + 8 q + u, so
-// both meet in one wgmma thread (fragment rows g, g + 8; group_row in
+// activations h picks gate (0) or up (1) of output column 8 q + u (q the map's
+// row-group coordinate: block_n / 16 * nb + the box's q), so both meet in one
+// wgmma thread (fragment rows g, g + 8; group_row in
 // kernels/mxfp4_fragments.cuh). Coordinates (k / 2, 0, 0, block_n / 16 * nb, expert).
 // Out-of-range bytes (k past K, rows past n) read as zero. Preconditions:
 // w 16-byte aligned, k % 32 == 0, n % 16 == 0. Throws DriverError when the

@@ -54,7 +54,8 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
           // hit and the warp-specialized kernel past that (128-row m-tiles,
           // 256 weight rows, one persistent CTA per SM, a ring of >= 2
           // slices, no split K); MXFP4 the activations-as-A kernel only
-          // between decode (<= 8 rows per expert hit) and prefill (> 24).
+          // between decode (<= 8 rows per expert hit) and prefill (> 24),
+          // for layers of more than 128 experts (the middle range's test below).
           {
             const std::uint64_t rows = std::uint64_t(b) * s.top_k;
             const std::uint64_t hit = std::min<std::uint64_t>(s.experts, rows);
@@ -213,5 +214,34 @@ TEST_CASE("grouped GEMM config: split tail uses a smaller bucket's one-warpgroup
     }
     if (!tuned) CHECK(split > 0);
     CHECK(ops::split_tail_bucket(s, QuantMode::bf16, 16384, Target{}) == 0);
+  }
+}
+
+TEST_CASE("grouped GEMM config: the MXFP4 middle range runs the warp-specialized kernel up to 128 experts",
+          "[heuristic]") {
+  // 9..24 routed rows per expert hit: warp-specialized on 32-row tiles with
+  // four consumer warpgroups (gpt-oss-120b T = 512: 16 rows), the
+  // activations-as-A kernel past 128 experts (DeepSeek-V3 T = 512: 16 rows;
+  // the GPU suite's 1056 x 544 layer of 144 experts at T = 800: 11.1 rows).
+  MoeLayerShape wide = layer_shape(1056, 544, 144, 2, Activation::swiglu_oai, BiasKind::bf16);
+  const std::tuple<MoeLayerShape, std::uint32_t, ops::GemmKernel> cases[] = {
+      {layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai), 512u, ops::GemmKernel::mxfp4_ws},
+      {layer_shape(7168, 2048, 256, 8, Activation::silu_gated, BiasKind::f32), 512u, ops::GemmKernel::x_operand_a},
+      {wide, 800u, ops::GemmKernel::x_operand_a},
+  };
+  for (const auto& [s, T, want] : cases) {
+    for (OpKind op : {OpKind::gate_up, OpKind::down}) {
+      const SpecKey key = ops::gemm_key(op, s, QuantMode::w4a16_mxfp4, T, Target{});
+      INFO(key.to_text());
+      const auto c = ops::choose_config(key, GemmTuning{});
+      CHECK(c.kernel == want);
+      if (want == ops::GemmKernel::mxfp4_ws) CHECK((c.bm() == 32 && c.cwg == 4));
+      // The tuning turns it off (activations as A) or forces it, whatever the expert count.
+      GemmTuning off, on;
+      off.prefill.ws = false;
+      on.prefill.ws = true;
+      CHECK(ops::choose_config(key, off).kernel == ops::GemmKernel::x_operand_a);
+      CHECK(ops::choose_config(key, on).kernel == ops::GemmKernel::mxfp4_ws);
+    }
   }
 }

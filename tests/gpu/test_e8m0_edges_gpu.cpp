@@ -34,7 +34,8 @@ TEST_CASE("gpu: E8M0 edge codes inside MXFP4 blocks (gate_up)", "[gpu][mxfp4]") 
 
   MoeLayer layer(gpu_runtime(), s, w->quant);
   // One token count per kernel family (rows per expert hit, two experts):
-  // 8 -> decode, 20 -> activations as A, 32 -> wgmma (src/ops/grouped_gemm_config.cpp).
+  // 8 -> decode, 20 -> the warp-specialized kernel (32-row tiles), 32 -> wgmma
+  // (src/ops/grouped_gemm_config.cpp).
   for (const std::uint32_t T : {16u, 40u, 64u}) {
     ref::TestRng rng(77 + T);
     auto in = LayerInputs::make(s, T, Routing::uniform, rng);

@@ -138,16 +138,24 @@ TEST_CASE("gpu: every MXFP4 GEMM kernel variant family, K tails included, matche
   // T = 800 (25: wgmma with one warpgroup); Qwen3 T = 100 (6.25: decode, two
   // tiles). A shape with K % 64 = 32 in both GEMMs (hidden 2080, intermediate
   // 800) runs the decode kernel's partial super-step (T = 3), the
-  // activations-as-A kernel's K tail (T = 100: 12.5 rows per expert) and the
-  // wgmma kernel's K tail with two warpgroups (T = 600: 75).
+  // warp-specialized kernel's K tail on 32-row tiles (T = 100: 12.5 rows per
+  // expert) and the wgmma kernel's K tail with two warpgroups (T = 600: 75).
+  // The activations-as-A kernel runs the middle range of layers with more
+  // than 128 experts: 144 experts, K tails (hidden 1056, intermediate 544),
+  // T = 800 (11.1 rows per expert hit).
   MoeLayerShape tail;
   tail.hidden = 2080, tail.intermediate = 800, tail.experts = 16, tail.top_k = 2;
   tail.act = Activation::silu_gated;
   tail.gate_up_bias = tail.down_bias = BiasKind::f32;
+  MoeLayerShape wide = tail;
+  wide.hidden = 1056, wide.intermediate = 544, wide.experts = 144;
+  wide.act = Activation::swiglu_oai, wide.act_alpha = 1.702f, wide.act_limit = 7.f;
+  wide.gate_up_bias = wide.down_bias = BiasKind::bf16;
   const std::tuple<const char*, MoeLayerShape, std::vector<std::uint32_t>> cases[] = {
       {"gpt-oss-120b", gpt_oss_120b_shape(), {200u, 800u}},
       {"qwen3-30b-a3b", qwen3_30b_shape(), {100u}},
       {"k-tail 2080x800", tail, {3u, 100u, 600u}},
+      {"k-tail 1056x544 E=144", wide, {800u}},
   };
   for (const auto& [name, shape, tokens] : cases) {
     const LayerWeights& w = weights(name, shape, QuantMode::w4a16_mxfp4);
