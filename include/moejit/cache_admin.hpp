@@ -222,13 +222,15 @@ struct ExplainReport {
 };
 // Against the cache directory `dir` (entries of the owners `ownership`
 // trusts). Needs NVRTC for the content address (its version is part of it);
-// without it the report compares keys only. Throws InvalidArgument when the
-// key is invalid or no kernel implements it (naming the field).
+// without it (a DriverError opening libnvrtc) the report compares keys only.
+// Throws InvalidArgument when the key is invalid or no kernel implements it
+// (naming the field), Error when a kernel source file is missing from the
+// build.
 ExplainReport explain(const std::filesystem::path& dir, const SpecKey& key,
                       Ownership ownership = ownership_from_env());
 // Against the AOT pack `pack`, as that pack's NVRTC version (no NVRTC
 // needed). Throws InvalidArgument as explain, Error "AOT pack <path>:
-// <reason>" when the pack cannot be opened.
+// <reason>" when the pack cannot be opened (and Error as explain).
 ExplainReport explain_in_pack(const std::filesystem::path& pack, const SpecKey& key);
 
 }  // namespace moejit::cache_admin

@@ -2,7 +2,9 @@
 // explain / explain_in_pack): what `moejit-cache explain` prints.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -63,10 +65,29 @@ std::string payload_diff(const cache::AddressPayload& a, const cache::AddressPay
   return out;
 }
 
-// The text of an error, on one line (a report line holds no line break).
+// The text of an error on one line, as the tools print errors: its first line
+// trimmed, plus the first later line that names an error (NVRTC and driver
+// messages put the cause there).
 std::string one_line(const std::exception& e) {
-  std::string s = e.what();
-  std::replace(s.begin(), s.end(), '\n', ' ');
+  const std::string_view message = e.what();
+  auto trim = [](std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\r' || v.back() == ':')) v.remove_suffix(1);
+    return v;
+  };
+  const std::size_t nl = message.find('\n');
+  std::string s(trim(message.substr(0, nl)));
+  if (nl == std::string_view::npos) return s;
+  for (std::size_t at = nl + 1; at < message.size();) {
+    const std::size_t end = std::min(message.find('\n', at), message.size());
+    const std::string_view line = trim(message.substr(at, end - at));
+    if (line.find("error") != std::string_view::npos && line != s) {
+      s += ": ";
+      s += line;
+      break;
+    }
+    at = end + 1;
+  }
   return s;
 }
 

@@ -113,7 +113,8 @@ AotPackExport export_aot_pack(const std::filesystem::path& dir, const std::files
   }
   if (entries.empty())
     throw InvalidArgument("export_aot_pack: no usable entries of moejit " + m.moejit_version +
-                          (target.empty() ? "" : " for target " + std::string(target)) + " in " + dir.string());
+                          (target.empty() ? "" : " for target " + std::string(target)) + " in " + dir.string() +
+                          (r.skipped.empty() ? "" : " (" + std::to_string(r.skipped.size()) + " corrupt entries skipped)"));
   m.created_unix = static_cast<std::int64_t>(std::time(nullptr));
   // Coverage of an export: the key each entry was first compiled for (the
   // directory does not know every key that shares a kernel).

@@ -121,9 +121,9 @@ std::string_view to_string(LogLevel level) noexcept {
   return "off";
 }
 
-void set_log_level(LogLevel level) noexcept { util::logger()->set_level(util::spdlog_level(level)); }
+void set_log_level(LogLevel level) { util::logger()->set_level(util::spdlog_level(level)); }
 
-LogLevel log_level() noexcept { return util::public_level(util::logger()->level()); }
+LogLevel log_level() { return util::public_level(util::logger()->level()); }
 
 void set_log_sink(LogSink sink) {
   util::logger();  // the switching sink belongs to the logger from its creation
