@@ -41,6 +41,7 @@ from ._moejit import (
     key_diff,
     layer_keys,
     load_hf_config,
+    log_level,
     nvrtc_error,
     nvrtc_version,
     parse_hf_config,
@@ -53,6 +54,7 @@ from ._moejit import (
     quantize_mxfp4_gpu,
     quantize_mxfp8,
     round_up_tokens,
+    set_log_level,
     stat_ids,
 )
 
@@ -134,8 +136,8 @@ __all__ = [
     "CompileError", "DriverError", "Error", "InvalidArgument", "ModelSpec", "MoeLayer", "MoeLayerShape", "MoeWgrad",
     "Plan", "PrewarmFailure", "PrewarmReport", "Runtime", "SealedMiss", "SpecKey", "bucket_set",
     "dequantize_mxfp4", "device", "embedded_model", "embedded_model_names", "info", "key_diff",
-    "layer_keys", "load_hf_config", "nvrtc_error", "nvrtc_version", "parse_hf_config", "parse_key", "plan",
+    "layer_keys", "load_hf_config", "log_level", "nvrtc_error", "nvrtc_version", "parse_hf_config", "parse_key", "plan",
     "prewarm", "prewarm_set", "quantize_fp8_gpu", "quantize_fp8_per_token", "quantize_mxfp4",
-    "quantize_mxfp4_gpu", "quantize_mxfp8", "round_up_tokens", "runtime", "seal", "stat_ids", "stats", "write_pack",
+    "quantize_mxfp4_gpu", "quantize_mxfp8", "round_up_tokens", "runtime", "seal", "set_log_level", "stat_ids", "stats", "write_pack",
     "__version__",
 ]

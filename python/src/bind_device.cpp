@@ -11,6 +11,7 @@
 #include "bindings.hpp"
 #include "moejit/device.hpp"
 #include "moejit/error.hpp"
+#include "moejit/logging.hpp"
 #include "moejit/version.hpp"
 
 namespace nb = nanobind;
@@ -22,6 +23,21 @@ void bind_device(nb::module_& m) {
   m.def("version", [] { return std::string(version()); }, "The C++ library's version.");
   m.def("nvrtc_version", &nvrtc_version, "NVRTC's version ('13.0'); '' when libnvrtc cannot be opened.");
   m.def("nvrtc_error", &nvrtc_error, "Why libnvrtc cannot be opened; '' when it can.");
+  m.def(
+      "set_log_level",
+      [](const std::string& level) {
+        for (LogLevel l : {LogLevel::trace, LogLevel::debug, LogLevel::info, LogLevel::warn, LogLevel::error,
+                           LogLevel::critical, LogLevel::off})
+          if (level == to_string(l)) return set_log_level(l);
+        throw InvalidArgument("set_log_level: level='" + level +
+                              "' is not one of trace, debug, info, warn, error, critical, off");
+      },
+      "level"_a,
+      "The library's log level (messages to stderr; overrides MOEJIT_LOG_LEVEL): trace, debug, info, warn, "
+      "error, critical or off. Raises InvalidArgument naming any other value.");
+  m.def(
+      "log_level", [] { return std::string(to_string(log_level())); },
+      "The library's log level: trace, debug, info, warn, error, critical or off.");
 
   nb::module_ d = m.def_submodule("device", "Driver and device utilities over the lazily opened libcuda.so.1.");
   d.def("available", &device::available, "True when libcuda loads, cuInit succeeds and a device exists.");

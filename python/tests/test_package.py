@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import moejit
+import pytest
 from conftest import run_tool
 
 
@@ -69,3 +70,16 @@ def test_device_helpers_without_or_with_a_driver():
             assert "libcuda" in str(e) or "cuInit" in str(e)
         else:
             raise AssertionError("Buffer without a driver must raise DriverError")
+
+
+def test_log_level_round_trips_and_rejects_unknown_names():
+    before = moejit.log_level()
+    try:
+        for level in ("trace", "debug", "info", "warn", "error", "critical", "off"):
+            moejit.set_log_level(level)
+            assert moejit.log_level() == level
+        with pytest.raises(moejit.InvalidArgument, match="level='loud'"):
+            moejit.set_log_level("loud")
+        assert moejit.log_level() == "off"  # a rejected name changes nothing
+    finally:
+        moejit.set_log_level(before)
