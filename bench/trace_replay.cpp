@@ -2,7 +2,7 @@
 // chunked prefill through one gpt-oss-120b MoE layer (MXFP4), three ways, and
 // measures the JIT stalls each way leaves:
 //   (a) exact   JIT on demand keyed by the exact token count T (an engine
-//               without bucketing): the GEMM keys carry T itself and the
+//               without bucketing): the GEMM keys hold T itself and the
 //               generator adds -DMOEJIT_EXACT_TOKENS=<T>, so every new T compiles
 //               new gate_up / down kernels; in-memory cache only.
 //   (b) bucket  bucketed keys (round_up_tokens), cold: a fresh temporary cache dir.

@@ -1,8 +1,10 @@
 #pragma once
 // moejit's exceptions. The library throws; it never exits or aborts.
 // Every message names the parameter (or file, or key) and the offending value.
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace moejit {
 
@@ -44,5 +46,13 @@ class SealedMiss : public Error {
  public:
   using Error::Error;
 };
+
+// One line for a multi-line message (what the tools and cache_admin::explain
+// print per error): the first line with leading blanks and trailing blanks and
+// ':' removed, followed, when a later line names an error (a compiler log's
+// "file(line): error: ..."), by that line: "NVRTC compile failed:
+// moejit_kernel.cu(635): error: identifier ... is undefined".
+std::string one_line(std::string_view message);
+std::string one_line(const std::exception& e);
 
 }  // namespace moejit

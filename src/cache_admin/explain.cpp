@@ -65,32 +65,6 @@ std::string payload_diff(const cache::AddressPayload& a, const cache::AddressPay
   return out;
 }
 
-// The text of an error on one line, as the tools print errors: its first line
-// trimmed, plus the first later line that names an error (NVRTC and driver
-// messages put the cause there).
-std::string one_line(const std::exception& e) {
-  const std::string_view message = e.what();
-  auto trim = [](std::string_view v) {
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\r' || v.back() == ':')) v.remove_suffix(1);
-    return v;
-  };
-  const std::size_t nl = message.find('\n');
-  std::string s(trim(message.substr(0, nl)));
-  if (nl == std::string_view::npos) return s;
-  for (std::size_t at = nl + 1; at < message.size();) {
-    const std::size_t end = std::min(message.find('\n', at), message.size());
-    const std::string_view line = trim(message.substr(at, end - at));
-    if (line.find("error") != std::string_view::npos && line != s) {
-      s += ": ";
-      s += line;
-      break;
-    }
-    at = end + 1;
-  }
-  return s;
-}
-
 // `text` as report lines, each indented by four spaces.
 void add_indented(std::vector<std::string>& lines, const std::string& text) {
   std::size_t start = 0;

@@ -38,12 +38,8 @@ class EnvironmentError : public Error {
 // std::filesystem::filesystem_error -> environment; anything else -> failed.
 ExitCode exit_code_for(const std::exception& e) noexcept;
 
-// One line for a multi-line message (the tools print one line per error): the
-// first line with trailing blanks and ':' removed, followed, when a later line
-// names an error (a compiler log's "file(line): error: ..."), by that line:
-// "NVRTC compile failed: moejit_kernel.cu(635): error: identifier ... is undefined".
-std::string one_line(std::string_view message);
-std::string one_line(const std::exception& e);
+// One line per error: moejit::one_line (moejit/error.hpp).
+using moejit::one_line;
 
 // A tool's main(): runs `run`, turns any exception into one line
 // "<tool>: error: ..." on stderr and the exit code of exit_code_for().
