@@ -82,29 +82,18 @@ def _current_stream_object(index: int) -> int:
 _stream_of = _raw_stream if _raw_stream is not None else _current_stream_object
 
 
-def _fast_args(x, topk_ids, topk_weights, out, D: int, k: int, max_tokens: int, dev: int):
-    """MoeLayer.run's check on its fast path: (T, x row stride, out row stride) when every
-    property is what the layer takes (x bfloat16 [T, D] with rows contiguous, T <= max_tokens,
-    topk_ids int32 and topk_weights float32 [T, k] contiguous, out None or bfloat16 [T, D] with
-    rows contiguous, all on CUDA device `dev`), else None: then _check names the mismatch.
-    Each property read once (x.shape and x.stride() whole, not per element): the reads are
-    torch's getters at about 0.1 us each, and there are no fewer to make."""
-    try:
-        T, xd = x.shape
-        xs0, xs1 = x.stride()
-        if not (xd == D and xs1 == 1 and T <= max_tokens and x.dtype is _BF16 and topk_ids.dtype is _I32
-                and topk_weights.dtype is _F32 and topk_ids.shape == (T, k) and topk_weights.shape == (T, k)
-                and topk_ids.is_contiguous() and topk_weights.is_contiguous() and x.get_device() == dev
-                and topk_ids.get_device() == dev and topk_weights.get_device() == dev):
-            return None
-        if out is None:
-            return T, xs0, D
-        os0, os1 = out.stride()
-        if out.dtype is _BF16 and out.shape == (T, D) and os1 == 1 and out.get_device() == dev:
-            return T, xs0, os0
-    except (AttributeError, TypeError, ValueError):  # not a tensor, or not 2-D
-        pass
-    return None
+_moejit._set_torch_dtypes(_BF16, _I32, _F32)
+
+# MoeLayer.run's check on its fast path, made in C++ (python/src/torch_args.cpp):
+# (T, x row stride, out row stride, and the four addresses, out's 0 when None)
+# when every property is what the layer takes
+# (x bfloat16 [T, D] with rows contiguous, 1 <= T <= max_tokens, topk_ids int32 and
+# topk_weights float32 [T, k] contiguous, out None or bfloat16 [T, D] with rows
+# contiguous, all on CUDA device `dev`), else None: then _check names the mismatch.
+# Each property is read once through the tensor's Python attributes, with no
+# interpreter work between the reads. Arguments: (x, topk_ids, topk_weights, out,
+# D, k, max_tokens, dev).
+_fast_args = _moejit._torch_layer_args
 
 
 def target_of(device: Union[torch.device, int, None] = None) -> str:
@@ -193,7 +182,6 @@ class MoeLayer(torch.nn.Module):
         self.shape = self.core.shape
         self.quant = self.core.quant
         self._hidden, self._top_k, self._device_index = self.shape.hidden, self.shape.top_k, dev.index
-        self._run_ptr = self.core.run_ptr
         ws_bytes = self.core.workspace_size(self.max_num_tokens)
         # Why allocate with torch: the workspace then lives in the caching
         # allocator's accounting and is a plain buffer under CUDA graphs. Why a
@@ -202,6 +190,7 @@ class MoeLayer(torch.nn.Module):
         self.workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=dev)
         self._ws_ptr = self.workspace.data_ptr()
         self._ws_bytes = ws_bytes
+        self._call = _moejit.TorchLayerCall(self.core, dev.index, self.max_num_tokens, self._ws_ptr, ws_bytes)
         self._weights: Tuple[Optional[torch.Tensor], ...] = ()
         with _LOCK:
             self.handle = next(_HANDLES)
@@ -293,18 +282,20 @@ class MoeLayer(torch.nn.Module):
             out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The layer without the torch dispatcher (least host time; not traceable by
         torch.compile: use forward() there). out bfloat16 [T, D] is written when given."""
-        dev = self._device_index
-        a = _fast_args(x, topk_ids, topk_weights, out, self._hidden, self._top_k, self.max_num_tokens, dev)
-        if a is None:  # the checks that name the argument and the value; they raise on a mismatch
-            T = self._check_inputs(x, topk_ids, topk_weights)
-            if out is not None:
-                _check(out, "out", torch.bfloat16, (T, self._hidden), device=self.device)
-            a = (T, x.stride(0), out.stride(0) if out is not None else self._hidden)
-        T, xs, os_ = a
+        if out is None:
+            try:
+                out = torch.empty((x.shape[0], self._hidden), dtype=_BF16, device=self.device)
+            except (AttributeError, TypeError, IndexError, RuntimeError):  # not a tensor: the checks name it
+                pass
+        if out is not None and self._call(x, topk_ids, topk_weights, out, _stream_of(self._device_index)):
+            return out
+        # The checks that name the argument and the value; they raise on a mismatch.
+        T = self._check_inputs(x, topk_ids, topk_weights)
         if out is None:
             out = torch.empty((T, self._hidden), dtype=_BF16, device=self.device)
-        self._run_ptr(T, x.data_ptr(), xs, topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(), os_,
-                      self._ws_ptr, self._ws_bytes, _stream_of(dev))
+        _check(out, "out", torch.bfloat16, (T, self._hidden), device=self.device)
+        self.core.run_ptr(T, x.data_ptr(), x.stride(0), topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(),
+                          out.stride(0), self._ws_ptr, self._ws_bytes, _stream_of(self._device_index))
         return out
 
     def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:

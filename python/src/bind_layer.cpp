@@ -1,8 +1,10 @@
 // The MoE layer: weights checked once, then one call per step of the model.
 //   run():     DLPack arrays, every argument checked (device, dtype, shape, strides)
 //   run_ptr(): device addresses as integers, for callers that checked their
-//              tensors already (moejit.torch); MoeLayer::run still checks null
-//              pointers, alignment and the workspace size.
+//              tensors already; MoeLayer::run still checks null pointers,
+//              alignment and the workspace size.
+//   TorchLayerCall: moejit.torch's launch path: reads and checks the torch
+//              tensors in C++ (torch_args.hpp), then runs the layer.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -16,6 +18,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "torch_args.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/device.hpp"
 #include "moejit/error.hpp"
@@ -156,9 +159,63 @@ void run_step(const Layer& l, const std::string& step, const MoeLayerArgs& a, CU
   else throw InvalidArgument("step: expected 'route', 'gate_up', 'down' or 'combine', got '" + step + "'");
 }
 
+// moejit.torch.MoeLayer's call: the layer with its device, token limit and
+// workspace fixed, taking torch tensors.
+struct TorchLayerCall {
+  const Layer* layer;
+  long device;
+  std::int64_t max_tokens;
+  std::uintptr_t workspace;
+  std::size_t workspace_bytes;
+
+  // False (nothing launched) when a tensor is not what the layer takes.
+  bool operator()(nb::handle x, nb::handle ids, nb::handle gamma, nb::handle out, std::uintptr_t stream) const {
+    const auto& s = layer->layer.shape();
+    TorchLayerArgs t;
+    if (!read_layer_args(x.ptr(), ids.ptr(), gamma.ptr(), out.ptr(), s.hidden, s.top_k, max_tokens, device, t) ||
+        t.out == 0)
+      return false;
+    const MoeWeights& w = layer->checked_weights();
+    const MoeLayerArgs a = raw_args(static_cast<std::uint32_t>(t.tokens), t.x, t.x_row_stride, t.topk_ids,
+                                    t.topk_weights, t.out, t.out_row_stride, workspace, workspace_bytes);
+    nb::gil_scoped_release release;
+    layer->layer.run(w, a, to_stream(stream));
+    return true;
+  }
+};
+
 }  // namespace
 
 void bind_layer(nb::module_& m) {
+  m.def(
+      "_set_torch_dtypes",
+      [](nb::handle bf16, nb::handle i32, nb::handle f32) { set_torch_dtypes(bf16.ptr(), i32.ptr(), f32.ptr()); },
+      "bf16"_a, "i32"_a, "f32"_a, "The torch dtypes TorchLayerCall and _torch_layer_args compare against (set by moejit.torch).");
+  m.def(
+      "_torch_layer_args",
+      [](nb::handle x, nb::handle ids, nb::handle gamma, nb::handle out, std::int64_t D, std::int64_t k,
+         std::int64_t max_tokens, long device) -> nb::object {
+        TorchLayerArgs t;
+        if (!read_layer_args(x.ptr(), ids.ptr(), gamma.ptr(), out.ptr(), D, k, max_tokens, device, t))
+          return nb::none();
+        return nb::make_tuple(t.tokens, t.x_row_stride, t.out_row_stride, t.x, t.topk_ids, t.topk_weights, t.out);
+      },
+      "x"_a, "topk_ids"_a, "topk_weights"_a, "out"_a.none(), "hidden"_a, "top_k"_a, "max_tokens"_a, "device"_a,
+      "TorchLayerCall's check alone: (T, x row stride, out row stride, x, topk_ids, topk_weights, out addresses;\n"
+      "out 0 and its stride hidden when out is None) when x bfloat16 [T, hidden] (unit column\n"
+      "stride, 1 <= T <= max_tokens), topk_ids int32 / topk_weights float32 [T, top_k] contiguous and out None\n"
+      "or bfloat16 [T, hidden] (unit column stride) are all on CUDA device `device` (get_device()), else None.");
+  nb::class_<TorchLayerCall>(m, "TorchLayerCall",
+                             "A layer's launch from torch tensors, with its device index, token limit and workspace fixed.")
+      .def(
+          "__init__",
+          [](TorchLayerCall* self, const Layer& l, long device, std::int64_t max_tokens, std::uintptr_t ws,
+             std::size_t ws_bytes) { new (self) TorchLayerCall{&l, device, max_tokens, ws, ws_bytes}; },
+          "layer"_a, "device"_a, "max_tokens"_a, "workspace"_a, "workspace_bytes"_a, nb::keep_alive<1, 2>())
+      .def("__call__", &TorchLayerCall::operator(), "x"_a, "topk_ids"_a, "topk_weights"_a, "out"_a, "stream"_a,
+           "Runs the layer into `out` (bfloat16 [T, D], required) on `stream` and returns True when every tensor\n"
+           "passes _torch_layer_args' check; returns False and launches nothing otherwise. Raises what\n"
+           "MoeLayer.run_ptr raises (DriverError, SealedMiss, InvalidArgument for the workspace or alignment).");
   nb::class_<Layer>(m, "MoeLayer",
                     "One MoE layer on the GPU: route -> gate_up grouped GEMM -> down grouped GEMM -> combine,\n"
                     "asynchronous on the caller's stream. Nothing allocates on the launch path: the caller\n"
@@ -262,14 +319,15 @@ void bind_layer(nb::module_& m) {
           "host_time_us",
           [](const Layer& l, std::uint32_t T, std::uintptr_t x, std::int64_t xs, std::uintptr_t ids,
              std::uintptr_t gamma, std::uintptr_t out, std::int64_t os, std::uintptr_t ws, std::size_t ws_bytes,
-             std::uintptr_t stream, int iters) {
+             std::uintptr_t stream, int iters, bool sync_each) {
             const MoeWeights& w = l.checked_weights();
             const MoeLayerArgs a = raw_args(T, x, xs, ids, gamma, out, os, ws, ws_bytes);
             std::vector<double> us;
             us.reserve(iters > 0 ? iters : 0);
             nb::gil_scoped_release release;
+            device::synchronize(to_stream(stream));
             for (int i = 0; i < iters; ++i) {
-              device::synchronize(to_stream(stream));
+              if (sync_each) device::synchronize(to_stream(stream));
               const auto t0 = std::chrono::steady_clock::now();
               l.layer.run(w, a, to_stream(stream));
               const auto t1 = std::chrono::steady_clock::now();
@@ -279,9 +337,10 @@ void bind_layer(nb::module_& m) {
             return us;
           },
           "num_tokens"_a, "x"_a, "x_row_stride"_a, "topk_ids"_a, "topk_weights"_a, "out"_a, "out_row_stride"_a,
-          "workspace"_a, "workspace_bytes"_a, "stream"_a, "iters"_a,
-          "Host time (microseconds) of each of `iters` MoeLayer::run calls made from C++ on an idle stream:\n"
-          "the baseline for the Python call overhead.");
+          "workspace"_a, "workspace_bytes"_a, "stream"_a, "iters"_a, "sync_each"_a = true,
+          "Host time (microseconds) of each of `iters` MoeLayer::run calls made from C++: the baseline for\n"
+          "the Python call overhead. sync_each: each call on an idle stream; else the calls back to back\n"
+          "(the GPU still busy with the previous ones, as in a serving loop), the stream idle before the first.");
 }
 
 }  // namespace moejit::python

@@ -22,10 +22,12 @@ def tensors(T=5):
 
 def test_fast_path_accepts_what_the_layer_takes():
     x, i, w, o = tensors()
-    assert mt._fast_args(x, i, w, o, D, K, MAX, -1) == (5, D, D)
-    assert mt._fast_args(x, i, w, None, D, K, MAX, -1) == (5, D, D)
+    ptrs = (x.data_ptr(), i.data_ptr(), w.data_ptr())
+    assert mt._fast_args(x, i, w, o, D, K, MAX, -1) == (5, D, D) + ptrs + (o.data_ptr(),)
+    assert mt._fast_args(x, i, w, None, D, K, MAX, -1) == (5, D, D) + ptrs + (0,)
     wide = torch.zeros((5, 3 * D), dtype=torch.bfloat16)
-    assert mt._fast_args(wide[:, D:2 * D], i, w, wide[:, :D], D, K, MAX, -1) == (5, 3 * D, 3 * D)  # row strides
+    x2, o2 = wide[:, D:2 * D], wide[:, :D]
+    assert mt._fast_args(x2, i, w, o2, D, K, MAX, -1) == (5, 3 * D, 3 * D, x2.data_ptr()) + ptrs[1:] + (o2.data_ptr(),)
 
 
 class OnDevice3(torch.Tensor):
@@ -81,13 +83,22 @@ def test_fast_path_refuses_every_mismatch(case):
 
 
 def fake_layer(device_index=-1):
-    """A MoeLayer's attributes without a GPU: the C++ call recorded instead of launched."""
+    """A MoeLayer's attributes without a GPU: the C++ call (check, then launch) recorded
+    instead of launched."""
     shape = moejit.MoeLayerShape(hidden=D, intermediate=32, experts=4, top_k=K)
     calls = []
     layer = types.SimpleNamespace(_device_index=device_index, _hidden=D, _top_k=K, max_num_tokens=MAX,
                                   device=torch.device("cuda", 0) if device_index >= 0 else torch.device("cpu"),
                                   shape=shape, _ws_ptr=4096, _ws_bytes=1 << 20, calls=calls)
-    layer._run_ptr = lambda *a: calls.append(a)
+
+    def call(x, i, w, o, stream):  # TorchLayerCall: False (nothing launched) when the check refuses
+        a = mt._fast_args(x, i, w, o, D, K, MAX, device_index)
+        if a is None:
+            return False
+        calls.append(a + (stream,))
+        return True
+    layer._call = call
+    layer.core = types.SimpleNamespace(run_ptr=lambda *a: calls.append(a))
     layer._check_inputs = lambda *a: mt.MoeLayer._check_inputs(layer, *a)
     return layer
 
@@ -100,9 +111,9 @@ def test_run_hands_addresses_and_strides_to_the_cpp_call(monkeypatch):
     _, i, w, o = tensors()
     got = mt.MoeLayer.run(layer, x, i, w, out=o)
     assert got is o
-    assert layer.calls == [(5, x.data_ptr(), 2 * D, i.data_ptr(), w.data_ptr(), o.data_ptr(), D, 4096, 1 << 20, 77)]
+    assert layer.calls == [(5, 2 * D, D, x.data_ptr(), i.data_ptr(), w.data_ptr(), o.data_ptr(), 77)]
     got = mt.MoeLayer.run(layer, x, i, w)  # out allocated: [T, D] bfloat16 on the layer's device
-    assert got.shape == (5, D) and got.dtype == torch.bfloat16 and layer.calls[-1][5] == got.data_ptr()
+    assert got.shape == (5, D) and got.dtype == torch.bfloat16 and layer.calls[-1][6] == got.data_ptr()
 
 
 @pytest.mark.parametrize("bad", [

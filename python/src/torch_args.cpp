@@ -1,0 +1,118 @@
+#include "torch_args.hpp"
+
+namespace moejit::python {
+namespace {
+
+struct Names {
+  PyObject *shape, *stride, *dtype, *get_device, *data_ptr;
+};
+
+const Names& names() {
+  static const Names n{PyUnicode_InternFromString("shape"), PyUnicode_InternFromString("stride"),
+                       PyUnicode_InternFromString("dtype"), PyUnicode_InternFromString("get_device"),
+                       PyUnicode_InternFromString("data_ptr")};
+  return n;
+}
+
+struct Dtypes {
+  PyObject *bf16 = nullptr, *i32 = nullptr, *f32 = nullptr;
+};
+Dtypes g_dtypes;  // strong references (the GIL guards them)
+
+// Calls the no-argument method `name` of `t`.
+PyObject* call0(PyObject* t, PyObject* name) {
+  PyObject* args[] = {t};
+  return PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+}
+
+// A 2-tuple of ints (torch.Size, or the tuple stride() returns) into r0, r1.
+bool pair_of(PyObject* seq, std::int64_t& r0, std::int64_t& r1) {
+  if (seq == nullptr || !PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != 2) return false;
+  r0 = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, 0));
+  r1 = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, 1));
+  return !PyErr_Occurred();
+}
+
+// One tensor's layout, read once per property.
+struct Read {
+  std::int64_t rows = 0, cols = 0, row_stride = 0, col_stride = 0;
+  std::uintptr_t data = 0;
+};
+
+bool read(PyObject* t, PyObject* dtype, long device, Read& r) {
+  const Names& n = names();
+  PyObject* d = PyObject_GetAttr(t, n.dtype);
+  if (d == nullptr) return false;
+  const bool dtype_ok = d == dtype;
+  Py_DECREF(d);
+  if (!dtype_ok) return false;
+  PyObject* shape = PyObject_GetAttr(t, n.shape);
+  const bool shape_ok = pair_of(shape, r.rows, r.cols);
+  Py_XDECREF(shape);
+  if (!shape_ok) return false;
+  PyObject* stride = call0(t, n.stride);
+  const bool stride_ok = pair_of(stride, r.row_stride, r.col_stride);
+  Py_XDECREF(stride);
+  if (!stride_ok) return false;
+  PyObject* dev = call0(t, n.get_device);
+  if (dev == nullptr) return false;
+  const long dv = PyLong_AsLong(dev);
+  Py_DECREF(dev);
+  if (PyErr_Occurred() || dv != device) return false;
+  PyObject* p = call0(t, n.data_ptr);
+  if (p == nullptr) return false;
+  r.data = static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(p));
+  Py_DECREF(p);
+  return !PyErr_Occurred();
+}
+
+// torch's is_contiguous() for a 2-D tensor: strides of size-1 dimensions do not count.
+bool contiguous(const Read& r) {
+  return (r.cols <= 1 || r.col_stride == 1) && (r.rows <= 1 || r.row_stride == r.cols);
+}
+
+bool read_all(PyObject* x, PyObject* ids, PyObject* w, PyObject* out, std::int64_t D, std::int64_t k,
+              std::int64_t max_tokens, long device, TorchLayerArgs& a) {
+  if (g_dtypes.bf16 == nullptr) return false;
+  Read rx, ri, rw;
+  if (!read(x, g_dtypes.bf16, device, rx)) return false;
+  const std::int64_t T = rx.rows;
+  if (rx.cols != D || rx.col_stride != 1 || T < 1 || T > max_tokens) return false;
+  if (!read(ids, g_dtypes.i32, device, ri) || ri.rows != T || ri.cols != k || !contiguous(ri)) return false;
+  if (!read(w, g_dtypes.f32, device, rw) || rw.rows != T || rw.cols != k || !contiguous(rw)) return false;
+  a.tokens = T;
+  a.x_row_stride = rx.row_stride;
+  a.x = rx.data;
+  a.topk_ids = ri.data;
+  a.topk_weights = rw.data;
+  a.out_row_stride = D;
+  a.out = 0;
+  if (out == Py_None) return true;
+  Read ro;
+  if (!read(out, g_dtypes.bf16, device, ro) || ro.rows != T || ro.cols != D || ro.col_stride != 1) return false;
+  a.out_row_stride = ro.row_stride;
+  a.out = ro.data;
+  return true;
+}
+
+}  // namespace
+
+void set_torch_dtypes(PyObject* bf16, PyObject* i32, PyObject* f32) {
+  Py_XINCREF(bf16);
+  Py_XINCREF(i32);
+  Py_XINCREF(f32);
+  const Dtypes old = g_dtypes;
+  g_dtypes = {bf16, i32, f32};
+  Py_XDECREF(old.bf16);
+  Py_XDECREF(old.i32);
+  Py_XDECREF(old.f32);
+}
+
+bool read_layer_args(PyObject* x, PyObject* topk_ids, PyObject* topk_weights, PyObject* out, std::int64_t D,
+                     std::int64_t top_k, std::int64_t max_tokens, long device, TorchLayerArgs& a) noexcept {
+  const bool ok = read_all(x, topk_ids, topk_weights, out, D, top_k, max_tokens, device, a);
+  if (!ok) PyErr_Clear();
+  return ok;
+}
+
+}  // namespace moejit::python

@@ -1,0 +1,35 @@
+#pragma once
+// The checks on MoeLayer.run's fast path (moejit.torch), made in C++ through
+// the CPython API: torch tensors are read through their Python attributes
+// (shape, stride(), dtype, get_device(), data_ptr()), so the extension needs no
+// torch headers and works with any torch. One call replaces about twenty
+// Python-level reads and the conversion of ten integer arguments.
+#include <Python.h>
+
+#include <cstdint>
+
+namespace moejit::python {
+
+// What the layer call takes, read from four tensors.
+struct TorchLayerArgs {
+  std::int64_t tokens = 0;                 // T
+  std::int64_t x_row_stride = 0;           // elements
+  std::int64_t out_row_stride = 0;         // elements (D when out is None)
+  std::uintptr_t x = 0, topk_ids = 0, topk_weights = 0, out = 0;  // device addresses (out: 0 when None)
+};
+
+// The dtype objects the checks compare against by identity (torch.bfloat16,
+// torch.int32, torch.float32). Set once by moejit.torch at import; until then
+// read_layer_args() accepts nothing.
+void set_torch_dtypes(PyObject* bf16, PyObject* i32, PyObject* f32);
+
+// True and `a` filled when x is bfloat16 [T, D] with unit column stride,
+// 1 <= T <= max_tokens, topk_ids int32 and topk_weights float32 [T, top_k]
+// contiguous, out None (Py_None) or bfloat16 [T, D] with unit column stride,
+// and every tensor's get_device() == device. False otherwise, also when an
+// object is not a tensor or a read raises (the Python error is cleared): the
+// caller then runs the checks that name the argument. Holds the GIL; never raises.
+bool read_layer_args(PyObject* x, PyObject* topk_ids, PyObject* topk_weights, PyObject* out, std::int64_t D,
+                     std::int64_t top_k, std::int64_t max_tokens, long device, TorchLayerArgs& a) noexcept;
+
+}  // namespace moejit::python
