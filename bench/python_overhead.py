@@ -18,7 +18,7 @@ host time of MoeLayer.run(out=...), of forward() (it allocates out), of torch.op
   - idle: the call alone, after torch.cuda.synchronize();
   - spin: the call alone, after polling the stream until idle (the thread never sleeps);
   - back to back: calls 2..8 of a burst of 8 made without synchronizing (a serving loop
-    enqueues layer after layer), for run and C++ only.
+    enqueues layer after layer), for run, forward and C++.
 The Python cost is run - C++ (target <= 5 us), and args_us is the fast-path check and the stream
 query alone, in a loop.
 One JSON object per measurement on stdout (and in --json FILE).
@@ -141,7 +141,7 @@ def gpu_part(tokens, iters: int, emit) -> bool:
             layer.run(x, ti, tw, out=out)
         args = (T, x.data_ptr(), x.stride(0), ti.data_ptr(), tw.data_ptr(), out.data_ptr(), out.stride(0),
                 layer.workspace.data_ptr(), layer.workspace.numel(), mt.current_stream(dev), 1)
-        samples = {"run": [], "forward": [], "op": [], "cpp": [], "ptr": [], "run_b2b": [], "cpp_b2b": [],
+        samples = {"run": [], "forward": [], "op": [], "cpp": [], "ptr": [], "run_b2b": [], "cpp_b2b": [], "forward_b2b": [],
                    "run_spin": [], "cpp_spin": []}
         stream = torch.cuda.current_stream(dev)
 
@@ -161,6 +161,7 @@ def gpu_part(tokens, iters: int, emit) -> bool:
             if _ % 8 == 0:  # back to back: calls 2..B of a burst, the GPU busy with the earlier ones
                 samples["run_b2b"] += burst_us(lambda: layer.run(x, ti, tw, out=out), sync, BURST)[1:]
                 samples["cpp_b2b"] += layer.core.host_time_us(*args[:-1], BURST, False)[1:]
+                samples["forward_b2b"] += burst_us(lambda: layer(x, ti, tw), sync, BURST)[1:]
         sync()
         med = {k: statistics.median(v) for k, v in samples.items()}
         args_ns = ns_per_call(lambda: (mt._fast_args(x, ti, tw, out, D, s.top_k, layer.max_num_tokens, 0),
@@ -175,6 +176,7 @@ def gpu_part(tokens, iters: int, emit) -> bool:
               "forward_minus_cpp_us": round(med["forward"] - med["cpp"], 2),
               "op_minus_cpp_us": round(med["op"] - med["cpp"], 2),
               "run_b2b_us": round(med["run_b2b"], 2), "cpp_b2b_us": round(med["cpp_b2b"], 2),
+              "forward_b2b_us": round(med["forward_b2b"], 2),
               "run_minus_cpp_b2b_us": round(med["run_b2b"] - med["cpp_b2b"], 2),
               "run_spin_us": round(med["run_spin"], 2), "cpp_spin_us": round(med["cpp_spin"], 2),
               "run_minus_cpp_spin_us": round(med["run_spin"] - med["cpp_spin"], 2)})

@@ -270,6 +270,7 @@ def main():
     L.extend(prefill_section(os.path.join(args.data, "prefill-tma-ws"), timed))
     L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
     L.extend(serving_section(os.path.join(args.data, "serving")))
+    L.extend(python_host_cost_section(os.path.join(args.data, "python-host-cost", "overhead.jsonl")))
 
     if errors:
         L.append("## Rows that failed")
@@ -405,6 +406,43 @@ def mxfp4_middle_range_section(path):
     L.append("")
     L.append("The default takes the warp-specialized kernel there for layers of at most 128 experts; DeepSeek-V3 "
              "(256 experts) stays on the activations-as-A kernel, which is faster for it.")
+    L.append("")
+    return L
+
+
+def python_host_cost_section(path):
+    """Host time of one layer call from Python (moejit.torch.MoeLayer.run) against the same call
+    from C++, from bench/python_overhead.py --gpu (scripts/python-gpu-tests.sh runs it)."""
+    if not os.path.exists(path):
+        return []
+    rows = [r for r in read_jsonl(path) if r.get("what") == "gpu"]
+    if not rows:
+        return []
+    L = ["## Host time of a layer call from Python", ""]
+    L.append("`bash scripts/python-gpu-tests.sh dist/moejit-*.whl` (it runs `bench/python_overhead.py --gpu --json "
+             "overhead.jsonl`): the gpt-oss-120b W4A16 MXFP4 layer, prewarmed, median host microseconds of "
+             "`MoeLayer.run(x, topk_ids, topk_weights, out=out)` (Python) and of the same `MoeLayer::run` made from C++ "
+             "(`MoeLayer.core.host_time_us`). Back to back: calls 2..8 of bursts of eight made without synchronizing, "
+             "as a serving loop enqueues layer after layer while the GPU runs the earlier ones. Idle: each call alone "
+             "after `torch.cuda.synchronize()`. `run_ptr` is the bare binding (addresses as integers) on an idle GPU; "
+             "check is the Python path's own work in a loop (the tensor checks in C++ and the stream query). The JSON "
+             "lines are in docs/results-data/python-host-cost/.")
+    L.append("")
+    L.append("| T | back to back: Python / C++ us | Python - C++ | idle: Python / C++ us | Python - C++ | "
+             "idle `run_ptr` - C++ | check us | `forward()` back to back / idle us | `torch.ops.moejit.moe_layer` idle us |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        L.append(f"| {r['T']} | {fmt(r.get('run_b2b_us'))} / {fmt(r.get('cpp_b2b_us'))} | "
+                 f"{fmt(r.get('run_minus_cpp_b2b_us'), 2)} | {fmt(r['run_us'])} / {fmt(r['cpp_us'])} | "
+                 f"{fmt(r['run_minus_cpp_us'], 2)} | {fmt(r.get('ptr_minus_cpp_us'), 2)} | {fmt(r.get('args_us'), 2)} | "
+                 f"{fmt(r.get('forward_b2b_us'))} / {fmt(r['forward_us'])} | {fmt(r['op_us'])} |")
+    L.append("")
+    L.append("The Python path's own work (the check column) does not depend on T, yet on an idle GPU the difference "
+             "grows with T, for the bare binding as well: a call that follows a long wait for the GPU runs slower "
+             "on the host (the same happens after a spin-wait, `run_spin_us` in the JSON), and a Python call touches "
+             "more code and data than the C++ loop. Back to back, the case of a serving loop, the difference is the "
+             "check plus the binding. `forward()` adds the allocation of `out`; the dispatcher path "
+             "(`torch.ops`) is what `torch.compile` emits, where CUDA graphs take the host out of the step.")
     L.append("")
     return L
 
