@@ -151,6 +151,17 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const u32 (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// D = A(16x32 e4m3, row) * B(32x8 e4m3, col), fp32, C = 0 (a fresh partial sum).
+__device__ __forceinline__ void mma_e4m3_16832_zero(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                                    u32 b1) {
+  const float z = 0.f;
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(z));
+}
+
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
 // ---- Programmatic dependent launch (sm_90) ------------------------------------

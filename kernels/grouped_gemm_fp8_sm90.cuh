@@ -80,17 +80,6 @@ struct Fp8GemmTraits {
   static constexpr int kSmemBytes = STAGES * kStageBytes;
 };
 
-// D = A(16x32 e4m3, row) * B(32x8 e4m3, col), fp32, C = 0 (a fresh partial sum).
-__device__ __forceinline__ void mma_e4m3_16832_zero(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                                    u32 b1) {
-  const float z = 0.f;
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %10, %10, %10};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(z));
-}
-
 // Logical output column -> physical weight row (silu_gated: gate rows [0, N/2),
 // up rows [N/2, N), interleaved so both halves of one output meet in one thread).
 template <int ACT>

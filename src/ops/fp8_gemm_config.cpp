@@ -13,6 +13,7 @@ constexpr std::uint32_t kMaxSmem = 227 * 1024;
 }  // namespace
 
 std::uint32_t Fp8GemmConfig::smem_bytes(QuantMode q) const {
+  if (decode) return 0;  // its K-split reduction is static shared memory
   // kernels/grouped_gemm_tma_ws_sm90.cuh, "Shared memory".
   if (ws) return static_cast<std::uint32_t>(1024 + stages * (128 * 128 + bn() * 128) + stages * 16);
   const int a = bm() * kBK, b = bn() * kBK;
@@ -21,6 +22,9 @@ std::uint32_t Fp8GemmConfig::smem_bytes(QuantMode q) const {
 }
 
 std::string Fp8GemmConfig::to_string() const {
+  if (decode)
+    return "fp8 kernel=decode wn=" + std::to_string(wn) + " kw=" + std::to_string(kw) + " depth=" +
+           std::to_string(depth) + " ctas=" + std::to_string(ctas);
   if (ws)
     return "fp8 kernel=tma_ws bm=128 bn=" + std::to_string(bn()) + " stages=" + std::to_string(stages) +
            " k_tail=" + (k_tail ? "1" : "0");
@@ -77,6 +81,30 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
     c.ws = true;
     c.stages = 8;
     while (c.stages > 2 && c.smem_bytes(key.quant) > kMaxSmem) --c.stages;
+    return c;
+  }
+  // MXFP8 decode stages the tile's activation scales, K / 32 <= 512 of them
+  // per row (kF8DecodeMaxBlocks).
+  if (avg <= 8 && (key.quant != QuantMode::mxfp8 || key.k <= 16384)) {
+    // Decode: the weight stream (kernels/grouped_gemm_fp8_decode_sm90.cuh).
+    // 24 warps per SM at <= 85 registers (ctas x 32 wn kw threads = 768);
+    // K split over as many warps (4, 2, 1) as keep every warp of the grid
+    // resident at once (132 SMs x 24 warps), so no CTA waits for a second
+    // wave. Four 32-blocks in flight per warp: 48 KB per SM (24 warps x 4 x
+    // 512 B), above what the copy rate times a DRAM latency needs (~32 KB).
+    c.decode = true;
+    c.wn = 2;
+    c.depth = 4;
+    const std::uint64_t columns = (key.n + 15) / 16 * hit;  // 16-row warp columns of the grid
+    const std::uint64_t blocks = (key.k + 31) / 32;
+    c.kw = 1;
+    for (int kw : {4, 2}) {
+      if (blocks >= 4 && columns * kw <= std::uint64_t(kSmCount) * 24) {
+        c.kw = kw;
+        break;
+      }
+    }
+    c.ctas = 24 / (c.wn * c.kw);
     return c;
   }
   // Why these steps: few rows per expert stream weights (bytes bound): one m16

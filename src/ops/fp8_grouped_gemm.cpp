@@ -75,7 +75,18 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
   ks.source = "// moejit generated translation unit\n";
   ks.source += kernel_file("common.cuh");
   auto b = [](bool v) { return v ? "true" : "false"; };
-  if (c.ws) {
+  if (c.decode) {
+    for (const char* f : {"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_fp8_decode_sm90.cuh"}) {
+      ks.source += "\n";
+      ks.source += kernel_file(f);
+    }
+    ks.name_expression = "moejit::grouped_gemm_fp8_decode_kernel<" + std::to_string(c.wn) + ", " +
+                         std::to_string(c.kw) + ", " + std::to_string(c.depth) + ", " + std::to_string(c.ctas) +
+                         ", " + (key.quant == QuantMode::mxfp8 ? "1" : "0") + ", " +
+                         (key.weight_scale == WeightScale::per_channel ? "1" : "0") + ", " +
+                         std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
+                         b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ">";
+  } else if (c.ws) {
     // The TMA warp-specialized mainloop with e4m3 operands; SCALE 1 per
     // expert, 2 per channel (kTmaWsScale*).
     for (const char* f : {"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"}) {
@@ -136,6 +147,30 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
   const std::int64_t scale_stride = a.a_scale_row_stride ? a.a_scale_row_stride : std::int64_t(key.k / 32);
   if (key.quant == QuantMode::mxfp8 && scale_stride < std::int64_t(key.k / 32))
     bad("a_scale_row_stride", static_cast<std::uint64_t>(scale_stride), "must be >= K/32");
+  if (c.decode) {
+    if (key.quant == QuantMode::mxfp8 && scale_stride != std::int64_t(key.k / 32))
+      bad("a_scale_row_stride", static_cast<std::uint64_t>(scale_stride), "the decode kernel reads K/32 (0) only");
+    GroupedGemmParamsArg g{};
+    fill_common(g, key, a);
+    g.a_scales = ptr<const float>(a.a_scales);
+    // Programmatic stream serialization, as the layer's other launches: the
+    // kernel waits (griddepcontrol.wait) before its first read.
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = static_cast<unsigned>((key.n + c.bn() - 1) / c.bn());
+    cfg.gridDimY = a.max_tiles;
+    cfg.gridDimZ = 1;
+    cfg.blockDimX = kernel.launch.block_threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = kernel.launch.dynamic_smem_bytes;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    void* args[] = {&g};
+    MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernelEx(&cfg, kernel.function, args, nullptr));
+    return;
+  }
   if (c.ws) {
     if (!a.expert_offsets) bad("expert_offsets", 0, "null (the warp-specialized kernel orders its work by expert)");
     GroupedGemmParamsArg g{};

@@ -43,9 +43,12 @@ void compile_ok(const SpecKey& key) {
   CHECK(ks.source.find("#include") == std::string::npos);
   const auto out = compiler::compile(ks, Target{90, true}, key.to_text());
   CHECK(!out.cubin.empty());
-  // fp8_per_token past 24 rows per expert runs the TMA warp-specialized mainloop.
-  const bool ws = ops::choose_fp8_config(key).ws;
-  CHECK(out.lowered_name.find(ws ? "grouped_gemm_tma_ws_kernel" : "grouped_gemm_fp8_kernel") != std::string::npos);
+  // fp8_per_token past 24 rows per expert runs the TMA warp-specialized
+  // mainloop; at most 8 rows per expert hit, the decode kernel.
+  const auto cfg = ops::choose_fp8_config(key);
+  const bool ws = cfg.ws;
+  const char* family = ws ? "grouped_gemm_tma_ws_kernel" : cfg.decode ? "grouped_gemm_fp8_decode_kernel" : "grouped_gemm_fp8_kernel";
+  CHECK(out.lowered_name.find(family) != std::string::npos);
   INFO(out.log);
   CHECK(out.log.find("serialized") == std::string::npos);  // ptxas kept the wgmma pipeline asynchronous
   if (ws) CHECK(out.resources.registers == 168);          // the launch bound's budget setmaxnreg assumes
@@ -114,23 +117,36 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
         INFO(key.to_text() << " -> " << c.to_string());
         CHECK(c.smem_bytes(q) <= 227u * 1024u);
         CHECK(c.stages >= 2);
-        if (!c.ws) CHECK((c.bm() * 8) % c.threads() == 0);  // loader contract of the mma.sync kernel
+        if (!c.ws && !c.decode) CHECK((c.bm() * 8) % c.threads() == 0);  // loader contract of the mma.sync kernel
         // The warp-specialized kernel: fp8_per_token past 24 rows per expert
         // hit only; 128 x 128 work items, 384 threads.
         const std::uint64_t rows = std::uint64_t(bucket) * key.top_k;
         const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
         CHECK(c.ws == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit > 24));
         if (c.ws) CHECK((c.bm() == 128 && c.bn() == 128 && c.threads() == 384));
+        // The decode kernel: at most 8 rows per expert hit, 8-row m-tiles, 24
+        // resident warps per SM, K split over 1, 2 or 4 warps.
+        CHECK(c.decode == ((rows + hit - 1) / hit <= 8));
+        if (c.decode) {
+          CHECK(c.bm() == 8);
+          CHECK(c.bn() == 16 * c.wn);
+          CHECK((c.kw == 1 || c.kw == 2 || c.kw == 4));
+          CHECK(c.ctas * c.threads() == 768);
+          CHECK(c.smem_bytes(q) == 0u);
+        }
         CHECK(c.k_tail == (key.k % 128 != 0));
         const auto ks = codegen::generate(key);
         CHECK(ks.launch.block_threads == static_cast<std::uint32_t>(c.threads()));
         CHECK(ks.launch.dynamic_smem_bytes == c.smem_bytes(q));
+        CHECK((ks.name_expression.find("grouped_gemm_fp8_decode_kernel") != std::string::npos) == c.decode);
       }
     }
   }
   const auto small = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::mxfp8, 1, Target{}));
   const auto big = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::mxfp8, 16384, Target{}));
-  CHECK(small.bm() == 16);
+  CHECK(small.decode);
+  CHECK(small.bm() == 8);
+  CHECK(!big.decode);
   CHECK(big.bm() > small.bm());
 }
 
