@@ -38,7 +38,7 @@ std::uint64_t per_call_derivation(const MoeLayerShape& s, QuantMode q, std::uint
   };
   const std::uint32_t b = round_up_tokens(T);
   kc(OpKind::gate_up, b), kc(OpKind::down, b);                                   // fused_route
-  sink += ops::route_key(s, b, t).n, view(b), kc(OpKind::gate_up, b), kc(OpKind::down, b);
+  sink += ops::route_key(s, b, t).experts, view(b), kc(OpKind::gate_up, b), kc(OpKind::down, b);
   sink += ops::split_tail_bucket(s, q, b, t);                                    // route
   view(b), kc(OpKind::gate_up, b), sink += ops::split_tail_bucket(s, q, b, t);  // gate_up
   view(b), kc(OpKind::down, b), sink += ops::split_tail_bucket(s, q, b, t);     // down

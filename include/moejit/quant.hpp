@@ -116,7 +116,7 @@ void dequantize_fp8_per_token_cpu(const std::uint8_t* data, const float* scales,
 // The specialization key of the GPU MXFP4 quantizer for rows of `cols` elements:
 // op=quantize quant=w4a16_mxfp4 token_bucket=1 n=cols k=0 weight_scale=e8m0_block32
 // out_dtype=u8, everything else default. The input dtype (fp32 or bf16) is NOT
-// part of the key: the one compiled kernel reads both and takes the dtype as a
+// part of the key (in_dtype = none): the one compiled kernel reads both and takes the dtype as a
 // run-time argument (a grid-uniform branch; the kernel is memory-bound).
 // Throws InvalidArgument when cols % 32 != 0.
 SpecKey quantize_mxfp4_key(std::uint32_t cols, const Target& target = Target{});
@@ -149,7 +149,7 @@ void quantize_mxfp4_gpu(const KernelRef& kernel, DevicePtr in, DType in_dtype, s
 //
 // Key: op=quantize quant=<mode> token_bucket=1 n=cols k=0
 // weight_scale=default_weight_scale(mode) (per_expert is a placeholder for
-// per-token: the key grammar requires one) out_dtype=e4m3. Throws
+// per-token: the key grammar requires one) in_dtype=none out_dtype=e4m3. Throws
 // InvalidArgument for another mode or cols not a multiple of 32 (mxfp8) / 8
 // (fp8_per_token).
 SpecKey quantize_fp8_key(QuantMode mode, std::uint32_t cols, const Target& target = Target{});

@@ -134,14 +134,19 @@ void bind_plan(nb::module_& m) {
         "An embedded config by name ('gpt-oss-120b'); InvalidArgument lists the names when unknown.");
 
   nb::class_<SpecKey>(m, "SpecKey", "A specialization key: everything one compiled kernel depends on.")
-      .def_prop_ro("text", &SpecKey::to_text, "canonical text: 'op=gate_up quant=w4a16_mxfp4 m=1024 ...'")
+      .def_prop_ro("text", &SpecKey::to_text, "canonical text: 'op=gate_up quant=w4a16_mxfp4 tokens=1024 ...'")
       .def_prop_ro("hash", [](const SpecKey& k) { return k.hash().hex(); }, "XXH3-128 of the packed key, 32 hex digits")
       .def_prop_ro("op", [](const SpecKey& k) { return str(to_string(k.op)); })
       .def_prop_ro("quant", [](const SpecKey& k) { return str(to_string(k.quant)); })
-      .def_ro("token_bucket", &SpecKey::token_bucket)
-      .def_ro("n", &SpecKey::n)
-      .def_ro("k", &SpecKey::k)
-      .def_prop_ro("out_dtype", [](const SpecKey& k) { return str(to_string(k.out_dtype)); })
+      .def_ro("token_bucket", &SpecKey::token_bucket, "bucketed token count (text field 'tokens'), not rows")
+      .def_ro("n", &SpecKey::n, "output columns: GEMM N, combine hidden D, quantize columns; route 0")
+      .def_ro("k", &SpecKey::k, "GEMM reduction length K; 0 for route, combine and quantize")
+      .def_ro("experts", &SpecKey::experts, "experts E for the GEMMs and the route; 0 elsewhere")
+      .def_ro("top_k", &SpecKey::top_k, "routes per token for the GEMMs, route and combine; 0 for quantize")
+      .def_prop_ro("in_dtype", [](const SpecKey& k) { return str(to_string(k.in_dtype)); },
+                   "text field 'in': the Y dtype the combine reads; 'none' for every other op")
+      .def_prop_ro("out_dtype", [](const SpecKey& k) { return str(to_string(k.out_dtype)); },
+                   "text field 'out': the dtype the kernel writes")
       .def_prop_ro("target", [](const SpecKey& k) { return to_string(k.target); })
       .def("fields", &key_fields, "(name, value) pairs of the canonical text, in order")
       .def("__eq__", [](const SpecKey& a, const SpecKey& b) { return a == b; })

@@ -37,7 +37,24 @@ def test_keys_round_trip_through_text_and_hash():
         assert " ".join(f"{n}={v}" for n, v in key.fields()) == key.text
     a, b = plan.keys()[0], plan.keys()[-1]
     assert moejit.key_diff(a, a) == ""
-    assert "m: " in moejit.key_diff(a, b) or "op: " in moejit.key_diff(a, b)
+    assert "tokens: " in moejit.key_diff(a, b) or "op: " in moejit.key_diff(a, b)
+
+
+def test_key_fields_have_one_meaning_per_op():
+    s = moejit.plan(moejit.embedded_model("gpt-oss-120b"), max_num_tokens=64).layers[0]
+    route, gate_up, down, combine = moejit.layer_keys(s, "bf16", 64)
+    assert [k.op for k in (route, gate_up, down, combine)] == ["route", "gate_up", "down", "combine"]
+    assert (route.n, route.k, route.experts, route.top_k, route.in_dtype, route.out_dtype) == (0, 0, 128, 4, "none", "i32")
+    assert (gate_up.n, gate_up.k, gate_up.experts, gate_up.top_k, gate_up.in_dtype) == (5760, 2880, 128, 4, "none")
+    assert (combine.n, combine.k, combine.experts, combine.top_k) == (2880, 0, 0, 4)
+    assert combine.in_dtype == down.out_dtype and combine.out_dtype == "bf16"
+    names = [n for n, _ in combine.fields()]
+    assert names[2] == "tokens" and names.index("in") == names.index("out") - 1
+    assert f"tokens={combine.token_bucket} " in combine.text and f" in={combine.in_dtype} " in combine.text
+    with pytest.raises(moejit.InvalidArgument, match="'k'"):
+        moejit.parse_key(combine.text.replace(" k=0 ", " k=256 "))
+    with pytest.raises(moejit.InvalidArgument, match="'m'"):
+        moejit.parse_key(combine.text.replace("tokens=", "m="))
 
 
 def test_layer_keys_follow_the_bucket_of_the_token_count():

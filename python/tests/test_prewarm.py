@@ -43,7 +43,7 @@ def test_prewarm_then_disk_hits_then_seal(private_cache):
     strict.seal()
     with pytest.raises(moejit.SealedMiss) as e:
         strict.compiled(other.keys()[-1])
-    assert "m=64" in str(e.value)
+    assert "tokens=64" in str(e.value)
 
     r = run_tool("moejit-cache", "--cache-dir", str(private_cache), "verify")
     assert r.returncode == 0, r.stdout + r.stderr

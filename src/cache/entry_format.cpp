@@ -1,9 +1,9 @@
-// Disk-cache entry format, version 1. All integers little-endian.
+// Disk-cache entry format, version 2. All integers little-endian.
 //
 //   entry        := prefix header body
 //   prefix       := magic format_version header_len body_len header_xxh3 body_xxh3   (40 bytes)
 //   magic        := "MOEJITCE"                         8 bytes
-//   format_version := u32                               = 1
+//   format_version := u32                               = 2 (1: keys of key version 1; refused)
 //   header_len   := u32                                 bytes of `header`
 //   body_len     := u64                                 bytes of `body`
 //   header_xxh3  := u64                                 XXH3-64 (seed 0) of `header`
@@ -12,7 +12,7 @@
 //     "moejit_version=" v "\n"  "nvrtc_version=" v "\n"  "target=" v "\n"
 //     "name_expression=" v "\n" "options=" count "\n"  ("option=" v "\n"){count}
 //     "source_xxh3_128=" hex32 "\n"  "source_bytes=" u64 "\n"
-//     "key=" v "\n"  "lowered_name=" v "\n"
+//     "key=" v "\n"  "lowered_name=" v "\n"          key: canonical text, key version 2
 //     "block_threads=" u32 "\n"  "dynamic_smem_bytes=" u32 "\n"
 //     "registers=" i32 "\n"  "spill_store_bytes=" i32 "\n"  "spill_load_bytes=" i32 "\n"
 //     "stack_frame_bytes=" i32 "\n"  "shared_bytes=" i32 "\n"
@@ -182,7 +182,7 @@ bool parse_prefix(std::string_view bytes, std::uint64_t file_size, Prefix& p, st
   if (std::memcmp(bytes.data(), kEntryMagic, 8) != 0) return error = "bad magic (not a moejit cache entry)", false;
   p.version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
   if (p.version != kEntryFormatVersion)
-    return error = "format version " + std::to_string(p.version) + (p.version > kEntryFormatVersion ? " is newer than" : " differs from") +
+    return error = "format version " + std::to_string(p.version) + (p.version > kEntryFormatVersion ? " is newer than" : " is older than") +
                    " this library's " + std::to_string(kEntryFormatVersion),
            false;
   p.header_len = static_cast<std::uint32_t>(get_le(bytes, 12, 4));

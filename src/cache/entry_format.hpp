@@ -13,7 +13,10 @@
 namespace moejit::cache {
 
 inline constexpr char kEntryMagic[8] = {'M', 'O', 'E', 'J', 'I', 'T', 'C', 'E'};
-inline constexpr std::uint32_t kEntryFormatVersion = 1;
+// Version 2: the header's key line is key version 2 text (kKeyHashVersion;
+// "tokens=", "in="). A reader refuses any other version: a version-1 entry is a
+// miss (moved to quarantine and recompiled), never served.
+inline constexpr std::uint32_t kEntryFormatVersion = 2;
 inline constexpr std::size_t kEntryPrefixBytes = 40;
 // Largest entry file (prefix + header + body) the cache writes or reads.
 // Why 16 MiB: real entries are a few hundred KB (the largest MoE GEMM cubin is
@@ -23,7 +26,7 @@ inline constexpr std::uint64_t kMaxEntryBytes = 16ull << 20;
 
 struct EntryHeader {
   AddressPayload payload;        // what the content address is computed from
-  std::string key_text;          // canonical text of the key that first compiled it
+  std::string key_text;          // canonical text (key version 2) of the key that first compiled it
   std::string lowered_name;
   LaunchContract launch;
   ResourceReport resources;

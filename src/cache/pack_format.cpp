@@ -1,10 +1,10 @@
-// AOT pack format, version 1. All integers little-endian.
+// AOT pack format, version 2. All integers little-endian.
 //
 //   pack        := prefix manifest index blobs
 //   prefix      := magic format_version reserved manifest_len entry_count blobs_len
 //                  manifest_xxh3 index_xxh3                                  (64 bytes)
 //   magic       := "MOEJITPK"                                               8 bytes
-//   format_version := u32                                                   = 1
+//   format_version := u32                                                   = 2 (1: refused)
 //   reserved    := u32                                                      = 0
 //   manifest_len := u64                                                     <= 64 MiB
 //   entry_count := u64                                                      <= 2^20
@@ -13,16 +13,16 @@
 //   index_xxh3  := u64                     XXH3-64 (seed 0) of `index`
 //   reserved2   := 8 zero bytes            (pads the prefix to 64 bytes)
 //   manifest    := JSON object, UTF-8:
-//                  {"format": 1, "moejit_version": str, "nvrtc_version": str,
+//                  {"format": 2, "moejit_version": str, "nvrtc_version": str,
 //                   "target": str, "created_unix": int, "plan": object|null,
 //                   "entries": int (== entry_count),
-//                   "keys": [{"key": canonical key text, "id": 32 hex}, ...]}
+//                   "keys": [{"key": canonical key text (key version 2), "id": 32 hex}, ...]}
 //                  every "id" of "keys" is the address of a record of `index`
 //   index       := record{entry_count}, addresses strictly ascending
 //   record      := address_hi u64, address_lo u64, offset u64, length u64, blob_xxh3 u64   (40 bytes)
 //   blobs       := blobs_len bytes; record r's blob is blobs[r.offset, r.offset + r.length),
 //                  inside the section, non-empty; blobs do not overlap
-//   blob        := one disk-cache entry (entry format v1, entry_format.cpp) whose
+//   blob        := one disk-cache entry (entry format v2, entry_format.cpp) whose
 //                  payload hashes to the record's address and whose moejit_version,
 //                  nvrtc_version and target equal the manifest's
 //
@@ -72,7 +72,7 @@ bool parse_pack_prefix(std::string_view bytes, std::uint64_t file_size, PackPref
   p.version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
   if (p.version != kPackFormatVersion)
     return fail(error, "pack format version " + std::to_string(p.version) +
-                           (p.version > kPackFormatVersion ? " is newer than" : " differs from") +
+                           (p.version > kPackFormatVersion ? " is newer than" : " is older than") +
                            " this library's " + std::to_string(kPackFormatVersion));
   if (get_le(bytes, 12, 4) != 0 || get_le(bytes, 56, 8) != 0) return fail(error, "reserved prefix bytes are not zero");
   p.manifest_len = get_le(bytes, 16, 8);

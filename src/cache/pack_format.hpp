@@ -13,7 +13,10 @@
 namespace moejit::cache {
 
 inline constexpr char kPackMagic[8] = {'M', 'O', 'E', 'J', 'I', 'T', 'P', 'K'};
-inline constexpr std::uint32_t kPackFormatVersion = 1;
+// Version 2: the manifest's keys are key version 2 text and the blobs are entries
+// of entry format 2. A reader refuses any other version at mount (a version-1
+// pack is not used; kernels come from the directory or NVRTC).
+inline constexpr std::uint32_t kPackFormatVersion = 2;
 inline constexpr std::size_t kPackPrefixBytes = 64;
 inline constexpr std::size_t kPackRecordBytes = 40;
 // Why caps: a hostile prefix must not make a reader allocate gigabytes.

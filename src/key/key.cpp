@@ -28,6 +28,55 @@ constexpr detail::EnumNames<WeightScale, 4> kScaleNames{{
                         ": " + std::string(why));
 }
 
+// The per-op meaning of n, k, experts, top_k, in and out (docs/key.md).
+void validate_op_fields(const SpecKey& key) {
+  const bool gemm = key.op == OpKind::gate_up || key.op == OpKind::down || key.op == OpKind::wgrad;
+  const std::string op = "op=" + std::string(to_string(key.op));
+  if (gemm) {
+    if (key.in_dtype != DType::none)
+      fail("in", std::string(to_string(key.in_dtype)), "must be none for " + op + " (only the combine reads it)");
+    return;
+  }
+  if (key.k != 0) fail("k", std::to_string(key.k), "must be 0 for " + op + " (k is the GEMM reduction length)");
+  if (key.bias != BiasKind::none)
+    fail("bias", std::string(to_string(key.bias)), "must be none for " + op + " (GEMM epilogue only)");
+  if (key.act != Activation::none)
+    fail("act", std::string(to_string(key.act)), "must be none for " + op + " (GEMM epilogue only)");
+  if (key.router_weight) fail("router_weight", "1", "must be 0 for " + op + " (GEMM epilogue only)");
+  auto positive = [&](std::string_view field, std::uint16_t v) {
+    if (v == 0) fail(field, "0", "must be >= 1 for " + op);
+  };
+  auto zero = [&](std::string_view field, std::uint32_t v, std::string_view why) {
+    if (v != 0) fail(field, std::to_string(v), "must be 0 for " + op + " (" + std::string(why) + ")");
+  };
+  auto dtype_is = [&](std::string_view field, DType v, DType want) {
+    if (v != want)
+      fail(field, std::string(to_string(v)), "must be " + std::string(to_string(want)) + " for " + op);
+  };
+  switch (key.op) {
+    case OpKind::route:
+      zero("n", key.n, "the route writes index lists, no columns");
+      positive("experts", key.experts);
+      positive("top_k", key.top_k);
+      dtype_is("in", key.in_dtype, DType::none);
+      dtype_is("out", key.out_dtype, DType::i32);
+      break;
+    case OpKind::combine:
+      zero("experts", key.experts, "the combine's code does not depend on E");
+      positive("top_k", key.top_k);
+      if (key.in_dtype == DType::none)
+        fail("in", "none", "must name the dtype of the Y rows the combine reads for " + op);
+      dtype_is("out", key.out_dtype, DType::bf16);
+      break;
+    case OpKind::quantize:
+      zero("experts", key.experts, "the quantizer does not depend on E");
+      zero("top_k", key.top_k, "the quantizer does not depend on top_k");
+      dtype_is("in", key.in_dtype, DType::none);
+      break;
+    default: break;
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(BiasKind v) { return detail::enum_name(kBiasNames, v); }
@@ -71,7 +120,7 @@ SpecKey make_gemm_key(OpKind op, QuantMode quant, std::uint32_t token_bucket, st
 }
 
 void validate(const SpecKey& key) {
-  if (key.token_bucket < 1) fail("m", "0", "the token bucket must be >= 1");
+  if (key.token_bucket < 1) fail("tokens", "0", "the token bucket must be >= 1");
   if (key.n_align != alignment_of(key.n))
     fail("n_align", std::to_string(key.n_align),
          "does not match n=" + std::to_string(key.n) + " (alignment_of(n) = " +
@@ -113,6 +162,7 @@ void validate(const SpecKey& key) {
     fail("wscale", std::string(to_string(key.weight_scale)),
          "does not fit quant=" + std::string(to_string(key.quant)) + " (expected " + expected +
              ")");
+  validate_op_fields(key);
 }
 
 }  // namespace moejit

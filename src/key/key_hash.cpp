@@ -1,15 +1,16 @@
 // SpecKey::hash(): XXH3-128 over a fixed little-endian packing of every field.
 //
-// Packing (39 bytes, offsets in bytes; enums as their numeric value):
+// Packing (40 bytes, offsets in bytes; enums as their numeric value):
 //   0 u8  kKeyHashVersion      1 u8  op            2 u8  quant
 //   3 u32 token_bucket         7 u32 n            11 u32 k
 //  15 u16 n_align             17 u16 k_align      19 u16 experts
 //  21 u16 top_k               23 u8  weight_scale
 //  24 u8  bias                25 u8  act          26 u32 act_alpha (IEEE-754 bits; -0 as +0)
-//  30 u32 act_limit (bits)    34 u8  router_weight 35 u8 out_dtype
-//  36 u16 target.sm           38 u8  target.arch_specific
+//  30 u32 act_limit (bits)    34 u8  router_weight 35 u8 in_dtype
+//  36 u8  out_dtype           37 u16 target.sm    39 u8  target.arch_specific
 // Why explicit packing and not the struct bytes: padding bytes are unspecified,
-// and the hash names files on disk, so it must not depend on the ABI.
+// and the hash is a published value (SpecKey.hash in Python, the golden value in
+// tests/cpu/test_key.cpp), so it must not depend on the ABI or the build.
 #include <bit>
 #include <cstring>
 
@@ -20,7 +21,7 @@
 namespace moejit {
 namespace {
 
-constexpr std::size_t kPackedSize = 39;
+constexpr std::size_t kPackedSize = 40;
 
 struct Packer {
   unsigned char* p;
@@ -57,6 +58,7 @@ Hash128 SpecKey::hash() const noexcept {
   pk.f32(act_alpha);
   pk.f32(act_limit);
   pk.u8(router_weight ? 1 : 0);
+  pk.u8(static_cast<std::uint8_t>(in_dtype));
   pk.u8(static_cast<std::uint8_t>(out_dtype));
   pk.u16(target.sm);
   pk.u8(target.arch_specific ? 1 : 0);

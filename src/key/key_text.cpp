@@ -2,9 +2,9 @@
 //
 // Grammar (docs/key.md):
 //   key    := field (' '+ field)*        ; surrounding spaces/tabs are ignored
-//   field  := name '=' value             ; each of the 17 names exactly once
-//   names  := op quant m n k n_align k_align experts top_k wscale bias act alpha limit
-//             router_weight out target   ; to_text() writes this order
+//   field  := name '=' value             ; each of the 18 names exactly once
+//   names  := op quant tokens n k n_align k_align experts top_k wscale bias act alpha
+//             limit router_weight in out target   ; to_text() writes this order
 //   uint   := '0' | [1-9][0-9]*          ; no sign, no leading zeros
 //   float  := std::from_chars general format, finite; to_text writes the
 //             shortest round-trip form (std::to_chars)
@@ -23,12 +23,12 @@ namespace moejit {
 namespace {
 
 enum Field : int {
-  f_op, f_quant, f_m, f_n, f_k, f_n_align, f_k_align, f_experts, f_top_k, f_wscale, f_bias, f_act,
-  f_alpha, f_limit, f_router_weight, f_out, f_target, f_count
+  f_op, f_quant, f_tokens, f_n, f_k, f_n_align, f_k_align, f_experts, f_top_k, f_wscale, f_bias, f_act,
+  f_alpha, f_limit, f_router_weight, f_in, f_out, f_target, f_count
 };
 constexpr std::array<std::string_view, f_count> kFieldNames{
-    "op", "quant", "m", "n", "k", "n_align", "k_align", "experts", "top_k", "wscale", "bias", "act",
-    "alpha", "limit", "router_weight", "out", "target"};
+    "op", "quant", "tokens", "n", "k", "n_align", "k_align", "experts", "top_k", "wscale", "bias", "act",
+    "alpha", "limit", "router_weight", "in", "out", "target"};
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
@@ -72,7 +72,7 @@ std::vector<std::pair<std::string, std::string>> key_fields(const SpecKey& key) 
   auto add = [&](Field f, std::string v) { out.emplace_back(kFieldNames[f], std::move(v)); };
   add(f_op, std::string(to_string(key.op)));
   add(f_quant, std::string(to_string(key.quant)));
-  add(f_m, std::to_string(key.token_bucket));
+  add(f_tokens, std::to_string(key.token_bucket));
   add(f_n, std::to_string(key.n));
   add(f_k, std::to_string(key.k));
   add(f_n_align, std::to_string(key.n_align));
@@ -85,6 +85,7 @@ std::vector<std::pair<std::string, std::string>> key_fields(const SpecKey& key) 
   add(f_alpha, detail::float_text(key.act_alpha));
   add(f_limit, detail::float_text(key.act_limit));
   add(f_router_weight, key.router_weight ? "1" : "0");
+  add(f_in, std::string(to_string(key.in_dtype)));
   add(f_out, std::string(to_string(key.out_dtype)));
   add(f_target, to_string(key.target));
   return out;
@@ -136,8 +137,10 @@ SpecKey parse_key(std::string_view text) {
     if (f == f_count) {
       std::string names;
       for (auto n : kFieldNames) names += (names.empty() ? "" : ", ") + std::string(n);
+      // Why the hint: text written before key version 2 spells the token bucket "m".
+      const std::string hint = name == "m" ? "; key version 1 text: the token bucket is 'tokens' now" : "";
       throw InvalidArgument("specialization key: unknown field " + quoted(name) + " (value " +
-                            quoted(value) + "; fields: " + names + ")");
+                            quoted(value) + "; fields: " + names + hint + ")");
     }
     if (values[f])
       fail(name, value, "duplicate field (first value " + quoted(*values[f]) + ")");
@@ -153,7 +156,7 @@ SpecKey parse_key(std::string_view text) {
   SpecKey key;
   key.op = parse_enum(n(f_op), v(f_op), parse_op_kind);
   key.quant = parse_enum(n(f_quant), v(f_quant), parse_quant_mode);
-  key.token_bucket = static_cast<std::uint32_t>(parse_uint(n(f_m), v(f_m), UINT32_MAX));
+  key.token_bucket = static_cast<std::uint32_t>(parse_uint(n(f_tokens), v(f_tokens), UINT32_MAX));
   key.n = static_cast<std::uint32_t>(parse_uint(n(f_n), v(f_n), UINT32_MAX));
   key.k = static_cast<std::uint32_t>(parse_uint(n(f_k), v(f_k), UINT32_MAX));
   key.n_align = static_cast<std::uint16_t>(parse_uint(n(f_n_align), v(f_n_align), UINT16_MAX));
@@ -166,6 +169,7 @@ SpecKey parse_key(std::string_view text) {
   key.act_alpha = parse_float(n(f_alpha), v(f_alpha));
   key.act_limit = parse_float(n(f_limit), v(f_limit));
   key.router_weight = parse_uint(n(f_router_weight), v(f_router_weight), 1) == 1;
+  key.in_dtype = parse_enum(n(f_in), v(f_in), parse_dtype);
   key.out_dtype = parse_enum(n(f_out), v(f_out), parse_dtype);
   key.target = parse_enum(n(f_target), v(f_target), parse_target);
   validate(key);

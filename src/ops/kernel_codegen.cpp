@@ -100,18 +100,18 @@ KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning)
 }
 
 KernelSource generate_route(const SpecKey& key) {
-  if (key.n == 0 || key.n > ops::kRouteMaxExperts)
-    throw InvalidArgument("key field n (experts)=" + std::to_string(key.n) + ": must be in [1, " +
+  if (key.experts == 0 || key.experts > ops::kRouteMaxExperts)
+    throw InvalidArgument("key field experts=" + std::to_string(key.experts) + ": must be in [1, " +
                           std::to_string(ops::kRouteMaxExperts) + "]");
-  const std::uint64_t routes = std::uint64_t(key.token_bucket) * key.k;
+  const std::uint64_t routes = std::uint64_t(key.token_bucket) * key.top_k;
   const std::uint32_t threads = ops::route_threads(routes);
-  const bool staged = ops::route_staged(key.n, routes);
+  const bool staged = ops::route_staged(key.experts, routes);
   KernelSource ks;
   ks.source = unit("moe_routing.cuh");
   ks.name_expression = "moejit::moe_route_kernel<" + std::to_string(threads) + ", " +
                        (staged ? "true" : "false") + ">";
   ks.launch.block_threads = threads;
-  ks.launch.dynamic_smem_bytes = ops::route_smem_bytes(key.n, routes);
+  ks.launch.dynamic_smem_bytes = ops::route_smem_bytes(key.experts, routes);
   ks.config_text = "threads=" + std::to_string(threads) + " staged=" + (staged ? "1" : "0");
   return ks;
 }
@@ -119,13 +119,13 @@ KernelSource generate_route(const SpecKey& key) {
 KernelSource generate_combine(const SpecKey& key) {
   if (key.n == 0 || key.n % 4 != 0)
     throw InvalidArgument("key field n (hidden)=" + std::to_string(key.n) + ": must be a positive multiple of 4");
-  // The key's out field is the dtype of Y the combine reads (ops::combine_key).
-  if (key.out_dtype != DType::f32 && key.out_dtype != DType::bf16)
-    throw InvalidArgument("key field out=" + std::string(to_string(key.out_dtype)) +
+  // The key's in field is the dtype of the Y the combine reads (ops::combine_key).
+  if (key.in_dtype != DType::f32 && key.in_dtype != DType::bf16)
+    throw InvalidArgument("key field in=" + std::string(to_string(key.in_dtype)) +
                           ": the combine reads f32 or bf16 Y (the down key's out dtype)");
-  const bool y_bf16 = key.out_dtype == DType::bf16;
+  const bool y_bf16 = key.in_dtype == DType::bf16;
   const std::uint32_t cols = ops::combine_cols(key.n, y_bf16);  // MoeLayer::combine sizes the grid with the same
-  const std::uint32_t in_flight = ops::combine_in_flight(key.k);  // key.k: top_k
+  const std::uint32_t in_flight = ops::combine_in_flight(key.top_k);
   KernelSource ks;
   ks.source = unit("moe_combine.cuh");
   ks.name_expression = "moejit::moe_combine_kernel<" + std::to_string(ops::kCombineThreads) + ", " +

@@ -77,7 +77,7 @@ MoeLayerPlan make_layer_plan(const MoeLayerShape& s, QuantMode quant, WeightScal
     }
   }
   p.combine_key = combine_key(s, p.y_dtype, bucket, target);
-  p.combine_cols = combine_cols(p.combine_key.n, p.combine_key.out_dtype == DType::bf16);
+  p.combine_cols = combine_cols(p.combine_key.n, p.combine_key.in_dtype == DType::bf16);
   if (!p.fused_route) p.steps[p.num_steps++] = LayerStep::route;
   p.steps[p.num_steps++] = LayerStep::gate_up;
   p.steps[p.num_steps++] = LayerStep::down;

@@ -102,17 +102,19 @@ std::uint32_t split_tail_bucket(const MoeLayerShape& s, QuantMode quant, std::ui
 }
 
 SpecKey route_key(const MoeLayerShape& s, std::uint32_t bucket, const Target& target) {
-  SpecKey key = base_key(OpKind::route, QuantMode::bf16, bucket, s.experts, s.top_k, target);
+  SpecKey key = base_key(OpKind::route, QuantMode::bf16, bucket, 0, 0, target);
+  key.experts = static_cast<std::uint16_t>(s.experts);
+  key.top_k = static_cast<std::uint16_t>(s.top_k);
   key.out_dtype = DType::i32;
   return key;
 }
 
 SpecKey combine_key(const MoeLayerShape& s, DType y_dtype, std::uint32_t bucket, const Target& target) {
-  SpecKey key = base_key(OpKind::combine, QuantMode::bf16, bucket, s.hidden, s.top_k, target);
-  // Why out carries Y's dtype: the combine always writes bf16, so the field is
-  // free, and a new key field would change the hash packing (every cache file
-  // name). The f32-Y and bf16-Y kernels thus never share a key (docs/key.md).
-  key.out_dtype = y_dtype;
+  SpecKey key = base_key(OpKind::combine, QuantMode::bf16, bucket, s.hidden, 0, target);
+  key.top_k = static_cast<std::uint16_t>(s.top_k);
+  // The f32-Y and bf16-Y kernels never share a key: in carries the Y dtype.
+  key.in_dtype = y_dtype;
+  key.out_dtype = DType::bf16;
   return key;
 }
 

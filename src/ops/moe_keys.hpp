@@ -19,9 +19,10 @@ SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, WeightS
 SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, std::uint32_t bucket, const Target& target);
 SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
                  const Target& target);
+// route: n = k = 0, experts = E, top_k, out i32 (index lists).
 SpecKey route_key(const MoeLayerShape& shape, std::uint32_t bucket, const Target& target);
-// y_dtype: the down key's out_dtype (f32 or bf16), carried in the combine key's
-// out field (the combine itself always writes bf16).
+// combine: n = hidden D, k = 0, top_k, experts 0, in = y_dtype (the down key's
+// out_dtype: f32 or bf16), out bf16 (what the combine writes).
 SpecKey combine_key(const MoeLayerShape& shape, DType y_dtype, std::uint32_t bucket, const Target& target);
 
 // Split tail (kernels/moe_routing.cuh, RouteParams::tail_rows): when both

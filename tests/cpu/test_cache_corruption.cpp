@@ -51,7 +51,21 @@ TEST_CASE("cache corruption: each damaged entry is quarantined and recompiled", 
        }},
       {"newer format version", [](const fs::path& e, const fs::path&) {
          std::string b = read_file(e);
-         b[8] = 2;
+         b[8] = static_cast<char>(cache::kEntryFormatVersion + 1);
+         write_file(e, b);
+       }},
+      {"format version 1 (key version 1 text)", [](const fs::path& e, const fs::path&) {
+         // What a library of key version 1 wrote for the same kernel: the same
+         // address payload and cubin, its key line in the old grammar ("m=",
+         // no "in="), format version 1. Checksums are valid: only the version
+         // refuses it.
+         cache::DecodeResult d = cache::decode_entry(read_file(e));
+         REQUIRE(d.entry);
+         d.entry->header.key_text =
+             "op=gate_up quant=bf16 m=1 n=51 k=64 n_align=1 k_align=64 experts=0 top_k=0 wscale=none bias=none "
+             "act=none alpha=0 limit=0 router_weight=0 out=bf16 target=sm_90a";
+         std::string b = cache::encode_entry(*d.entry);
+         b[8] = 1;
          write_file(e, b);
        }},
       {"zero-length file", [](const fs::path& e, const fs::path&) { write_file(e, ""); }},
@@ -134,7 +148,7 @@ TEST_CASE("entry format: encode/decode round trip and every prefix rejects", "[c
   e.header.payload.options = {"--gpu-architecture=sm_90a", "-DX=a b", "-Dweird=\\n\n"};
   e.header.payload.source_hash = Hash128{0x1234, 0xabcdef};
   e.header.payload.source_bytes = 999;
-  e.header.key_text = "op=gate_up m=1";
+  e.header.key_text = "op=gate_up tokens=1";
   e.header.lowered_name = "_Z1kv";
   e.header.launch = {256, 100000};
   e.header.payload.launch = e.header.launch;  // the launch contract is part of the address

@@ -177,7 +177,9 @@ TEST_CASE("pack: corrupt packs are refused or their bad entries skipped, never l
            {"empty", ""},
            {"magic", "XOEJITPK" + bytes.substr(8)},
            {"manifest-flip", [&] { std::string c = bytes; c[cache::kPackPrefixBytes + 5] ^= 1; return c; }()},
-           {"version", [&] { std::string c = bytes; c[8] = 2; return c; }()}}) {
+           {"newer version", [&] { std::string c = bytes; c[8] = static_cast<char>(cache::kPackFormatVersion + 1); return c; }()},
+           // A pack of key version 1 (format 1): refused before its manifest is read.
+           {"version 1", [&] { std::string c = bytes; c[8] = 1; return c; }()}}) {
     INFO(name);
     LogCapture log;
     Runtime rt(pack_options(dir.path() / "d", variant(name, b), tk));

@@ -92,13 +92,13 @@ TEST_CASE("compiler: syntax error throws CompileError with key text and log", "[
   KernelSource s = add_kernel();
   s.source += "\n__global__ void broken( { this is not C++ }\n";
   try {
-    compiler::compile(s, Target{90, true}, "op=gate_up m=7 broken-key");
+    compiler::compile(s, Target{90, true}, "op=gate_up tokens=7 broken-key");
     FAIL("expected CompileError");
   } catch (const CompileError& e) {
-    CHECK(e.key_text() == "op=gate_up m=7 broken-key");
+    CHECK(e.key_text() == "op=gate_up tokens=7 broken-key");
     CHECK(e.log().find("error") != std::string::npos);
     CHECK(e.log().find("moejit_kernel.cu") != std::string::npos);
-    CHECK(std::string(e.what()).find("op=gate_up m=7 broken-key") != std::string::npos);
+    CHECK(std::string(e.what()).find("op=gate_up tokens=7 broken-key") != std::string::npos);
   }
 }
 

@@ -28,9 +28,20 @@ SpecKey gpt_oss_gate_up() {
 }
 
 constexpr const char* kGptOssText =
-    "op=gate_up quant=w4a16_mxfp4 m=1024 n=5760 k=2880 n_align=128 k_align=64 "
+    "op=gate_up quant=w4a16_mxfp4 tokens=1024 n=5760 k=2880 n_align=128 k_align=64 "
     "experts=128 top_k=4 wscale=e8m0_block32 bias=f32 act=swiglu_oai alpha=1.702 limit=7 router_weight=0 "
-    "out=bf16 target=sm_90a";
+    "in=none out=bf16 target=sm_90a";
+
+// gpt-oss-120b's route and combine keys at 1024 tokens.
+constexpr const char* kRouteText =
+    "op=route quant=bf16 tokens=1024 n=0 k=0 n_align=256 k_align=256 experts=128 top_k=4 wscale=none bias=none "
+    "act=none alpha=0 limit=0 router_weight=0 in=none out=i32 target=sm_90a";
+constexpr const char* kCombineText =
+    "op=combine quant=bf16 tokens=1024 n=2880 k=0 n_align=64 k_align=256 experts=0 top_k=4 wscale=none bias=none "
+    "act=none alpha=0 limit=0 router_weight=0 in=f32 out=bf16 target=sm_90a";
+constexpr const char* kQuantizeText =
+    "op=quantize quant=mxfp8 tokens=1 n=2880 k=0 n_align=64 k_align=256 experts=0 top_k=0 wscale=e8m0_block32 "
+    "bias=none act=none alpha=0 limit=0 router_weight=0 in=none out=e4m3 target=sm_90a";
 
 SpecKey random_key(std::mt19937_64& rng) {
   auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
@@ -53,22 +64,36 @@ SpecKey random_key(std::mt19937_64& rng) {
       default: return static_cast<std::uint32_t>(pick(20000));
     }
   };
-  k.n = dim();
-  k.k = dim();
+  const bool gemm = k.op == OpKind::gate_up || k.op == OpKind::down || k.op == OpKind::wgrad;
+  // The per-op rules of validate(): k only for GEMMs, n not for route, E and
+  // top_k where the op depends on them, the epilogue only for GEMMs, in only
+  // for the combine.
+  k.n = k.op == OpKind::route ? 0 : dim();
+  k.k = gemm ? dim() : 0;
   k.n_align = alignment_of(k.n);
   k.k_align = alignment_of(k.k);
-  k.experts = static_cast<std::uint16_t>(pick(300));
-  k.top_k = static_cast<std::uint16_t>(pick(9));
-  k.bias = static_cast<BiasKind>(pick(3));
-  k.act = static_cast<Activation>(pick(3));
-  if (k.act == Activation::swiglu_oai) {
-    // Arbitrary positive floats, not only short decimals: exercises shortest round-trip.
-    std::uniform_real_distribution<float> d(1e-6f, 1e6f);
-    k.act_alpha = pick(4) ? d(rng) : 1.702f;
-    k.act_limit = pick(4) ? d(rng) : std::numeric_limits<float>::denorm_min();
+  if (gemm) k.top_k = static_cast<std::uint16_t>(pick(9));  // the heuristic, not validate, refuses 0
+  else if (k.op != OpKind::quantize) k.top_k = static_cast<std::uint16_t>(1 + pick(8));
+  if (gemm || k.op == OpKind::route) k.experts = static_cast<std::uint16_t>((gemm ? 0 : 1) + pick(300));
+  if (gemm) {
+    k.bias = static_cast<BiasKind>(pick(3));
+    k.act = static_cast<Activation>(pick(3));
+    if (k.act == Activation::swiglu_oai) {
+      // Arbitrary positive floats, not only short decimals: exercises shortest round-trip.
+      std::uniform_real_distribution<float> d(1e-6f, 1e6f);
+      k.act_alpha = pick(4) ? d(rng) : 1.702f;
+      k.act_limit = pick(4) ? d(rng) : std::numeric_limits<float>::denorm_min();
+    }
+    k.router_weight = pick(2) == 1;
   }
-  k.router_weight = pick(2) == 1;
-  k.out_dtype = static_cast<DType>(pick(7));
+  switch (k.op) {
+    case OpKind::route: k.out_dtype = DType::i32; break;
+    case OpKind::combine:
+      k.in_dtype = static_cast<DType>(1 + pick(6));  // any but none
+      k.out_dtype = DType::bf16;
+      break;
+    default: k.out_dtype = static_cast<DType>(pick(7)); break;
+  }
   static const std::uint16_t sms[] = {75, 80, 86, 89, 90, 100, 103, 120};
   k.target.sm = sms[pick(8)];
   k.target.arch_specific = pick(2) == 1;
@@ -155,9 +180,11 @@ TEST_CASE("key: canonical text of a gpt-oss gate_up key", "[key]") {
   CHECK(k.to_text() == kGptOssText);
   CHECK(parse_key(kGptOssText) == k);
   const auto fields = key_fields(k);
-  REQUIRE(fields.size() == 17);
+  REQUIRE(fields.size() == 18);
   CHECK(fields.front() == std::pair<std::string, std::string>{"op", "gate_up"});
-  CHECK(fields[2] == std::pair<std::string, std::string>{"m", "1024"});
+  CHECK(fields[2] == std::pair<std::string, std::string>{"tokens", "1024"});
+  CHECK(fields[15] == std::pair<std::string, std::string>{"in", "none"});
+  CHECK(fields[16] == std::pair<std::string, std::string>{"out", "bf16"});
   CHECK(fields.back() == std::pair<std::string, std::string>{"target", "sm_90a"});
   // Shortest round-trip float text.
   SpecKey k2 = k;
@@ -168,8 +195,8 @@ TEST_CASE("key: canonical text of a gpt-oss gate_up key", "[key]") {
 
 TEST_CASE("key: parse accepts any field order and extra spaces", "[key]") {
   const std::string shuffled =
-      "  target=sm_90a out=bf16 router_weight=0 limit=7 alpha=1.702 act=swiglu_oai\tbias=f32 "
-      "top_k=4 experts=128 wscale=e8m0_block32 k_align=64 n_align=128 k=2880 n=5760  m=1024 quant=w4a16_mxfp4 "
+      "  target=sm_90a out=bf16 in=none router_weight=0 limit=7 alpha=1.702 act=swiglu_oai\tbias=f32 "
+      "top_k=4 experts=128 wscale=e8m0_block32 k_align=64 n_align=128 k=2880 n=5760  tokens=1024 quant=w4a16_mxfp4 "
       "op=gate_up ";
   CHECK(parse_key(shuffled) == gpt_oss_gate_up());
 }
@@ -195,11 +222,12 @@ TEST_CASE("key: random valid keys round-trip through text; hash is stable", "[ke
 }
 
 TEST_CASE("key: golden hash guards the packing", "[key]") {
-  // Computed once from the packing in src/key/key_hash.cpp (and cross-checked with a
-  // separate C program over struct.pack("<BBBIIIHHHHBBBffBBHB", ...)). If it changes, the
-  // on-disk cache names change: bump kKeyHashVersion and update docs/key.md.
+  // Computed once from the packing in src/key/key_hash.cpp (and cross-checked with
+  // XXH3_128bits in C over Python's struct.pack("<BBBIIIHHHHBBBffBBBHB", 2, ...)). If it
+  // changes, the published SpecKey hash changes: bump kKeyHashVersion and update
+  // docs/key.md.
   const Hash128 h = gpt_oss_gate_up().hash();
-  CHECK(h.hex() == "b62aefa6fd974eaab7674e8bdf5ba35e");
+  CHECK(h.hex() == "ee67eec91e572eb357091baf160cdf3b");
   CHECK(h.hex().size() == 32);
   CHECK(Hash128{0x0123456789abcdefull, 0xfedcba9876543210ull}.hex() ==
         "fedcba98765432100123456789abcdef");
@@ -229,6 +257,7 @@ TEST_CASE("key: changing any single field changes the hash", "[key]") {
   add([](SpecKey& k) { k.act_alpha = std::nextafter(1.702f, 2.f); });
   add([](SpecKey& k) { k.act_limit = 7.5f; });
   add([](SpecKey& k) { k.router_weight = true; });
+  add([](SpecKey& k) { k.in_dtype = DType::f32; });
   add([](SpecKey& k) { k.out_dtype = DType::f32; });
   add([](SpecKey& k) { k.target.sm = 100; });
   add([](SpecKey& k) { k.target.arch_specific = false; });
@@ -251,14 +280,18 @@ TEST_CASE("key: key_diff lists the differing fields", "[key]") {
   SpecKey b = a;
   b.token_bucket = 2048;
   b.target = parse_target("sm_100a");
-  CHECK(key_diff(a, b) == "m: 1024 -> 2048\ntarget: sm_90a -> sm_100a");
+  CHECK(key_diff(a, b) == "tokens: 1024 -> 2048\ntarget: sm_90a -> sm_100a");
+  const SpecKey c = parse_key(kCombineText);
+  SpecKey d = c;
+  d.in_dtype = DType::bf16;
+  CHECK(key_diff(c, d) == "in: f32 -> bf16");
 }
 
 TEST_CASE("key: validate", "[key]") {
   CHECK_THROWS_WITH(validate(SpecKey{}), Catch::Contains("n_align"));  // n = 0 -> alignment 256
   SpecKey k = gpt_oss_gate_up();
   k.token_bucket = 0;
-  CHECK_THROWS_WITH(validate(k), Catch::Contains("'m'"));
+  CHECK_THROWS_WITH(validate(k), Catch::Contains("'tokens'"));
   k = gpt_oss_gate_up();
   k.k_align = 128;
   CHECK_THROWS_WITH(validate(k), Catch::Contains("'k_align'") && Catch::Contains("128"));
@@ -298,12 +331,12 @@ TEST_CASE("key: parser rejects each malformed variant, naming the field", "[key]
       {"", "'op'"},
       {replace(good, "op=gate_up", "op=gemm"), "'op'"},
       {replace(good, "quant=w4a16_mxfp4", "quant=mxfp4"), "'quant'"},
-      {replace(good, "m=1024", "m=0"), "'m'"},
-      {replace(good, "m=1024", "m=01024"), "'m'"},
-      {replace(good, "m=1024", "m=-1"), "'m'"},
-      {replace(good, "m=1024", "m=+1024"), "'m'"},
-      {replace(good, "m=1024", "m=4294967296"), "'m'"},
-      {replace(good, "m=1024", "m="), "'m'"},
+      {replace(good, "tokens=1024", "tokens=0"), "'tokens'"},
+      {replace(good, "tokens=1024", "tokens=01024"), "'tokens'"},
+      {replace(good, "tokens=1024", "tokens=-1"), "'tokens'"},
+      {replace(good, "tokens=1024", "tokens=+1024"), "'tokens'"},
+      {replace(good, "tokens=1024", "tokens=4294967296"), "'tokens'"},
+      {replace(good, "tokens=1024", "tokens="), "'tokens'"},
       {replace(good, "n=5760", "n=57x0"), "'n'"},
       {replace(good, "k=2880", "k=2880.0"), "'k'"},
       {replace(good, "n_align=128", "n_align=64"), "'n_align'"},
@@ -323,7 +356,12 @@ TEST_CASE("key: parser rejects each malformed variant, naming the field", "[key]
       {replace(good, "target=sm_90a", "target=sm_9a"), "'target'"},
       {replace(good, " k=2880", ""), "'k'"},
       {replace(good, "target=sm_90a", ""), "'target'"},
-      {good + " m=1024", "'m'"},
+      {good + " tokens=1024", "'tokens'"},
+      {good + " in=none", "'in'"},
+      {replace(good, "in=none", "in=f33"), "'in'"},
+      {replace(good, "in=none", "in=f32"), "'in'"},  // only the combine reads in
+      {replace(good, " in=none", ""), "'in'"},
+      {replace(good, "tokens=1024", "m=1024"), "'m'"},  // key version 1 text
       {good + " tile=128", "'tile'"},
       {good + " n5760", "'n5760'"},
       {good + " =3", "''"},
@@ -333,7 +371,91 @@ TEST_CASE("key: parser rejects each malformed variant, naming the field", "[key]
     CHECK_THROWS_AS(parse_key(c.text), InvalidArgument);
     CHECK_THROWS_WITH(parse_key(c.text), Catch::Contains(c.must_contain));
   }
-  CHECK_THROWS_WITH(parse_key(good + " m=2048"), Catch::Contains("duplicate"));
+  CHECK_THROWS_WITH(parse_key(good + " tokens=2048"), Catch::Contains("duplicate"));
+  CHECK_THROWS_WITH(parse_key(replace(good, "tokens=1024", "m=1024")),
+                    Catch::Contains("unknown field 'm'") && Catch::Contains("'tokens' now"));
   CHECK_THROWS_WITH(parse_key(replace(good, " k=2880", "")), Catch::Contains("missing"));
   CHECK_THROWS_WITH(parse_key(good + " tile=128"), Catch::Contains("unknown field"));
+}
+
+TEST_CASE("key: route, combine and quantize keys round-trip; each field has one meaning", "[key]") {
+  const Target t = parse_target("sm_90a");
+  SpecKey route = make_gemm_key(OpKind::route, QuantMode::bf16, 1024, 0, 0, t);
+  route.experts = 128;
+  route.top_k = 4;
+  route.out_dtype = DType::i32;
+  SpecKey combine = make_gemm_key(OpKind::combine, QuantMode::bf16, 1024, 2880, 0, t);
+  combine.top_k = 4;
+  combine.in_dtype = DType::f32;
+  combine.out_dtype = DType::bf16;
+  SpecKey quantize = make_gemm_key(OpKind::quantize, QuantMode::mxfp8, 1, 2880, 0, t);
+  quantize.out_dtype = DType::e4m3;
+  const std::pair<SpecKey, const char*> cases[] = {
+      {route, kRouteText}, {combine, kCombineText}, {quantize, kQuantizeText}, {gpt_oss_gate_up(), kGptOssText}};
+  for (const auto& [key, text] : cases) {
+    INFO(text);
+    CHECK_NOTHROW(validate(key));
+    CHECK(key.to_text() == text);
+    CHECK(parse_key(text) == key);
+    CHECK(parse_key(text).hash() == key.hash());
+  }
+  // Same shape numbers, different meaning: the route's E is not a column count.
+  SpecKey as_n = route;
+  as_n.n = 128;
+  as_n.n_align = alignment_of(128);
+  CHECK_THROWS_WITH(validate(as_n), Catch::Contains("'n' = 128") && Catch::Contains("op=route"));
+}
+
+TEST_CASE("key: validate enforces the per-op rules, naming the field and value", "[key]") {
+  struct Case {
+    std::string text, must_contain;
+  };
+  const std::string route = kRouteText, combine = kCombineText, quantize = kQuantizeText, gemm = kGptOssText;
+  const std::vector<Case> cases = {
+      // k is the GEMM reduction length: 0 elsewhere.
+      {replace(route, " k=0 ", " k=256 "), "'k' = 256"},  // k_align=256 fits k=256
+      {replace(combine, " k=0 ", " k=768 "), "'k' = 768"},
+      {replace(quantize, " k=0 ", " k=256 "), "'k' = 256"},
+      // route: no columns; E and top_k >= 1; writes i32 index lists.
+      {replace(route, "n=0 k=0 n_align=256", "n=128 k=0 n_align=128"), "'n' = 128"},
+      {replace(route, "experts=128", "experts=0"), "'experts' = 0"},
+      {replace(route, "top_k=4", "top_k=0"), "'top_k' = 0"},
+      {replace(route, "out=i32", "out=bf16"), "'out' = bf16"},
+      {replace(route, "in=none", "in=f32"), "'in' = f32"},
+      // combine: reads Y in `in`, writes bf16; its code does not depend on E.
+      {replace(combine, "in=f32", "in=none"), "'in' = none"},
+      {replace(combine, "out=bf16", "out=f32"), "'out' = f32"},
+      {replace(combine, "experts=0", "experts=128"), "'experts' = 128"},
+      {replace(combine, "top_k=4", "top_k=0"), "'top_k' = 0"},
+      // quantize: neither E nor top_k; reads what it is given (in none).
+      {replace(quantize, "experts=0", "experts=8"), "'experts' = 8"},
+      {replace(quantize, "top_k=0", "top_k=2"), "'top_k' = 2"},
+      {replace(quantize, "in=none", "in=bf16"), "'in' = bf16"},
+      // The GEMM epilogue fields are none / 0 for the other ops.
+      {replace(combine, "bias=none", "bias=f32"), "'bias' = f32"},
+      {replace(route, "act=none", "act=silu_gated"), "'act' = silu_gated"},
+      {replace(quantize, "router_weight=0", "router_weight=1"), "'router_weight' = 1"},
+      // GEMMs: in is none.
+      {replace(gemm, "in=none", "in=bf16"), "'in' = bf16"},
+  };
+  for (const auto& c : cases) {
+    INFO("text: " << c.text);
+    CHECK_THROWS_AS(parse_key(c.text), InvalidArgument);
+    CHECK_THROWS_WITH(parse_key(c.text), Catch::Contains(c.must_contain));
+  }
+}
+
+TEST_CASE("key: the packing starts with version 2 and covers in_dtype", "[key]") {
+  CHECK(kKeyHashVersion == 2);
+  // The combine's Y dtype rides in in_dtype, not in out_dtype: the two keys
+  // differ in one field and hash apart.
+  SpecKey f = parse_key(kCombineText), b = f;
+  b.in_dtype = DType::bf16;
+  CHECK(key_diff(f, b) == "in: f32 -> bf16");
+  CHECK_FALSE(f.hash() == b.hash());
+  // Moving a dtype between in and out changes the hash (two packed bytes).
+  SpecKey g = gpt_oss_gate_up(), swapped = g;
+  swapped.in_dtype = DType::bf16;
+  swapped.out_dtype = DType::none;
+  CHECK_FALSE(g.hash() == swapped.hash());
 }

@@ -171,7 +171,7 @@ TEST_CASE("moejit-cache ls, show, stats and explain on a filled cache", "[tools]
   INFO(miss.out << miss.err);
   CHECK(miss.exit_code == 1);
   CHECK_THAT(miss.out, Catch::StartsWith("miss:") && Catch::Contains("target: sm_100a -> sm_90a"));
-  const ToolResult bad = run_tool("moejit-cache", {"explain", "op=gate_up m=", "--cache-dir", cache.string()});
+  const ToolResult bad = run_tool("moejit-cache", {"explain", "op=gate_up tokens=", "--cache-dir", cache.string()});
   CHECK(bad.exit_code == 2);
   REQUIRE(bad.err_lines().size() == 1);
   CHECK_THAT(bad.err, Catch::StartsWith("moejit-cache: error: "));

@@ -69,15 +69,18 @@ TEST_CASE("Y dtype: the layer's down key is bf16 exactly when its config has spl
         }
         CHECK(keys[2] == key);
         CHECK(keys[3].op == OpKind::combine);
-        CHECK(keys[3].out_dtype == key.out_dtype);
+        CHECK(keys[3].in_dtype == key.out_dtype);
+        CHECK(keys[3].out_dtype == DType::bf16);
       }
   CHECK(bf16 > 0);
   CHECK(f32 > 0);  // Mixtral at T = 1 splits K (two experts hit)
   // FP8 modes: f32 Y always.
   for (QuantMode q : {QuantMode::mxfp8, QuantMode::fp8_per_token}) {
     const auto keys = moe_layer_keys(kGptOss, q, 4096, Target{});
-    CHECK(keys[4].out_dtype == DType::f32);
-    CHECK(keys[5].out_dtype == DType::f32);
+    CHECK(keys[4].out_dtype == DType::f32);  // down
+    REQUIRE(keys[5].op == OpKind::combine);
+    CHECK(keys[5].in_dtype == DType::f32);  // the Y the combine reads
+    CHECK(keys[5].out_dtype == DType::bf16);
   }
 }
 
@@ -86,12 +89,12 @@ TEST_CASE("Y dtype: the combine key and kernel differ between f32 and bf16 Y", "
   const SpecKey kb = ops::combine_key(kGptOss, DType::bf16, 64, Target{});
   CHECK(!(kf == kb));
   CHECK(!(kf.hash() == kb.hash()));
-  CHECK(key_diff(kf, kb) == "out: f32 -> bf16");
+  CHECK(key_diff(kf, kb) == "in: f32 -> bf16");
   const auto sf = codegen::generate(kf), sb = codegen::generate(kb);
   CHECK(sf.name_expression == "moejit::moe_combine_kernel<256, 4, 4, false>");
   CHECK(sb.name_expression == "moejit::moe_combine_kernel<256, 8, 4, true>");
   CHECK(sb.config_text == "threads=256 cols=8 in_flight=4 y=bf16");
-  CHECK_THROWS_WITH(codegen::generate(ops::combine_key(kGptOss, DType::f16, 64, Target{})), Catch::Contains("out=f16"));
+  CHECK_THROWS_WITH(codegen::generate(ops::combine_key(kGptOss, DType::f16, 64, Target{})), Catch::Contains("in=f16"));
 }
 
 TEST_CASE("Y dtype: the workspace view names Y's dtype and splits", "[ydtype][layer]") {
