@@ -83,23 +83,24 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
     while (c.stages > 2 && c.smem_bytes(key.quant) > kMaxSmem) --c.stages;
     return c;
   }
-  // MXFP8 decode stages the tile's activation scales, K / 32 <= 512 of them
-  // per row (kF8DecodeMaxBlocks).
-  if (avg <= 8 && (key.quant != QuantMode::mxfp8 || key.k <= 16384)) {
+  if (key.quant == QuantMode::fp8_per_token && avg <= 8) {
     // Decode: the weight stream (kernels/grouped_gemm_fp8_decode_sm90.cuh).
     // 24 warps per SM at <= 85 registers (ctas x 32 wn kw threads = 768);
     // K split over as many warps (4, 2, 1) as keep every warp of the grid
     // resident at once (132 SMs x 24 warps), so no CTA waits for a second
-    // wave. Four 32-blocks in flight per warp: 48 KB per SM (24 warps x 4 x
-    // 512 B), above what the copy rate times a DRAM latency needs (~32 KB).
+    // wave. Three units of 64 k in flight per warp: 72 KB per SM (24 warps x
+    // 3 x 1 KB), about twice what the copy rate times a DRAM latency needs;
+    // a fourth spills at 80 registers. MXFP8 stays on the mma.sync kernel: its
+    // 32-blocks allow 8 bytes per lane and row only, and that form of this
+    // kernel was slower than the mma.sync one at every decode T measured.
     c.decode = true;
     c.wn = 2;
-    c.depth = 4;
+    c.depth = 3;
     const std::uint64_t columns = (key.n + 15) / 16 * hit;  // 16-row warp columns of the grid
-    const std::uint64_t blocks = (key.k + 31) / 32;
+    const std::uint64_t units = (key.k + 63) / 64;
     c.kw = 1;
     for (int kw : {4, 2}) {
-      if (blocks >= 4 && columns * kw <= std::uint64_t(kSmCount) * 24) {
+      if (units >= 4 && columns * kw <= std::uint64_t(kSmCount) * 24) {
         c.kw = kw;
         break;
       }

@@ -20,19 +20,19 @@ struct Fp8GemmConfig {
   // weight rows (the accumulator and the promoted partial sum both fit),
   // 384 threads, one CTA per SM; stages is its ring depth.
   bool ws = false;
-  // At most 8 routed rows per expert hit: the decode kernel
+  // fp8_per_token at most 8 routed rows per expert hit: the decode kernel
   // (kernels/grouped_gemm_fp8_decode_sm90.cuh): weights as the A operand,
   // 8-row m-tiles, wn warps of 16 weight rows along N, kw warps along K,
-  // depth 32-blocks in flight per warp, ctas resident per SM.
+  // depth units of 64 k in flight per warp, ctas resident per SM.
   bool decode = false;
-  int wn = 2, kw = 1, depth = 8, ctas = 8;
+  int wn = 2, kw = 1, depth = 3, ctas = 12;
   int bm() const { return ws ? 128 : decode ? 8 : 16 * mi * warps_m; }
   int bn() const { return ws ? 128 : decode ? 16 * wn : 8 * ni * warps_n; }
   int threads() const { return ws ? 384 : decode ? 32 * wn * kw : 32 * warps_m * warps_n; }
   // Mirrors Fp8GemmTraits::kSmemBytes.
   std::uint32_t smem_bytes(QuantMode q) const;
   std::string to_string() const;  // "fp8 bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=8 k_tail=0",
-                                  // "fp8 kernel=decode wn=2 kw=2 depth=8 ctas=8"
+                                  // "fp8 kernel=decode wn=2 kw=2 depth=3 ctas=6"
 };
 
 // Empty when the key can be run by the FP8 family; otherwise the reason, naming

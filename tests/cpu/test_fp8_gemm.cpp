@@ -124,9 +124,9 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
         const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
         CHECK(c.ws == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit > 24));
         if (c.ws) CHECK((c.bm() == 128 && c.bn() == 128 && c.threads() == 384));
-        // The decode kernel: at most 8 rows per expert hit, 8-row m-tiles, 24
+        // The decode kernel: fp8_per_token at most 8 rows per expert hit, 8-row m-tiles, 24
         // resident warps per SM, K split over 1, 2 or 4 warps.
-        CHECK(c.decode == ((rows + hit - 1) / hit <= 8));
+        CHECK(c.decode == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit <= 8));
         if (c.decode) {
           CHECK(c.bm() == 8);
           CHECK(c.bn() == 16 * c.wn);
@@ -144,10 +144,13 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
   }
   const auto small = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::mxfp8, 1, Target{}));
   const auto big = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::mxfp8, 16384, Target{}));
-  CHECK(small.decode);
-  CHECK(small.bm() == 8);
-  CHECK(!big.decode);
+  CHECK(!small.decode);  // MXFP8 decodes on the mma.sync kernel
+  CHECK(small.bm() == 16);
   CHECK(big.bm() > small.bm());
+  const auto pt = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::fp8_per_token,
+                                                       WeightScale::per_expert, 1, Target{}));
+  CHECK(pt.decode);
+  CHECK(pt.bm() == 8);
 }
 
 TEST_CASE("fp8 gemm: every variant compiles with NVRTC for sm_90a without spills", "[fp8][codegen][nvrtc]") {
