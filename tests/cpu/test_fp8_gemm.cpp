@@ -126,7 +126,7 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
         if (c.ws) CHECK((c.bm() == 128 && c.bn() == 128 && c.threads() == 384));
         // The decode kernel: fp8_per_token at most 8 rows per expert hit, 8-row m-tiles, 24
         // resident warps per SM, K split over 1, 2 or 4 warps.
-        CHECK(c.decode == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit <= 8));
+        CHECK(c.decode == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit <= 8 && key.experts <= 128));
         if (c.decode) {
           CHECK(c.bm() == 8);
           CHECK(c.bn() == 16 * c.wn);
@@ -151,6 +151,10 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
                                                        WeightScale::per_expert, 1, Target{}));
   CHECK(pt.decode);
   CHECK(pt.bm() == 8);
+  MoeLayerShape e256 = gpt_oss();
+  e256.experts = 256;  // more than 128 experts: the mma.sync kernel (measured faster there)
+  CHECK(!ops::choose_fp8_config(ops::gemm_key(OpKind::down, e256, QuantMode::fp8_per_token, WeightScale::per_expert,
+                                              8, Target{})).decode);
 }
 
 TEST_CASE("fp8 gemm: every variant compiles with NVRTC for sm_90a without spills", "[fp8][codegen][nvrtc]") {
