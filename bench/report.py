@@ -176,7 +176,7 @@ def main():
             L.append(f"From the bench/run.sh run in docs/results-data/ ({env.get('date', '')}).")
         L.append("This and the per-model sections come from the full bench/run.sh run kept in docs/results-data/; "
                  "the [triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
-                 "later call with the current kernels (where the two differ, it is the current figure).")
+                 "separate call (moejit-run beside OpenAI's triton_kernels) on the same MXFP4 kernels.")
         L.append("")
         L.append("| T | moejit us | floor us | TB/s | TFLOP/s | peer: MXFP4 dequant + _grouped_mm (gu+down) us |")
         L.append("|---|---|---|---|---|---|")
@@ -267,7 +267,6 @@ def main():
                  "(parallel, all cores).")
         L.append("")
 
-    L.extend(prefill_section(os.path.join(args.data, "prefill-tma-ws"), timed))
     L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
     L.extend(serving_section(os.path.join(args.data, "serving")))
     L.extend(python_host_cost_section(os.path.join(args.data, "python-host-cost", "overhead.jsonl")))
@@ -285,57 +284,6 @@ def main():
         f.write("\n".join(L) + "\n")
     print(f"report.py: wrote {out_path}" + (f" and {args.chart}" if chart_note else ""))
     return 0
-
-
-def prefill_section(folder, before):
-    """bf16 and fp8_per_token at T = 4096 and 16384 on the TMA warp-specialized
-    kernels, from one GPU call: moejit.jsonl (moejit_bench --modes
-    bf16,fp8_per_token --tokens 4096,16384 --dump-dir R) and peers.jsonl
-    (bench/peers.py --dump-dir R --tokens 4096,16384, same routings). `before`:
-    the full run's rows (the previous kernels) for the same cells."""
-    m_path = os.path.join(folder, "moejit.jsonl")
-    p_path = os.path.join(folder, "peers.jsonl")
-    if not (os.path.exists(m_path) and os.path.exists(p_path)):
-        return []
-    mrows = [r for r in read_jsonl(m_path) if "us" in r and r.get("routing", "uniform") == "uniform"]
-    prows = read_jsonl(p_path)
-    ceil = next((r for r in prows if r.get("kind") == "ceiling"), {})
-    peers = {(r["model"], r["gemm"], r["T"], r["peer"]): r["us"] for r in prows
-             if "gemm" in r and "us" in r and r.get("routing", "uniform") == "uniform"}
-    old = {(r["model"], r["kind"], r["mode"], r["T"]): r["us"] for r in before
-           if r.get("routing", "uniform") == "uniform"}
-    cur = {(r["model"], r["kind"], r["mode"], r["T"]): r for r in mrows}
-    rate = {"bf16": ceil.get("bf16_mm_TFLOPs", FALLBACK["bf16_mm_TFLOPs"]),
-            "fp8_per_token": ceil.get("fp8_mm_TFLOPs", FALLBACK["fp8_mm_TFLOPs"])}
-    L = ["## bf16 and FP8 per-token prefill on the TMA warp-specialized kernels", ""]
-    L.append("One GPU call, same H200, after the GPU suite passed on the same binaries: "
-             "`moejit_bench --modes bf16,fp8_per_token --tokens 4096,16384 --dump-dir R --json moejit.jsonl`, then "
-             "`python3 bench/peers.py --dump-dir R --tokens 4096,16384 --json peers.jsonl` on the same routings. "
-             f"Ceilings measured in that call: bf16 {rate['bf16']:.0f} TFLOP/s, fp8 {rate['fp8_per_token']:.0f} "
-             "TFLOP/s. The JSON lines are in docs/results-data/prefill-tma-ws/; these cells supersede the per-model "
-             "sections' bf16 and fp8_per_token rows at these T. Uniform routing; us per GEMM; ratio = peer "
-             "(gate_up + down) / moejit (gate_up + down), > 1: moejit faster; \"before\": the same cell in the "
-             "full run above (the mma.sync kernels).")
-    L.append("")
-    L.append("| model | mode | T | gate_up us (TFLOP/s, % peak) | down us (TFLOP/s, % peak) | layer us | "
-             "peer gate_up / down us | ratio | before: gate_up + down us |")
-    L.append("|---|---|---|---|---|---|---|---|---|")
-    for mode in ("bf16", "fp8_per_token"):
-        peer = PEER_OF_MODE[mode]
-        for model in MODEL_ORDER:
-            for T in (4096, 16384):
-                g, d, lay = (cur.get((model, k, mode, T)) for k in ("gate_up", "down", "layer"))
-                if g is None or d is None:
-                    continue
-                pg, pd = peers.get((model, "gate_up", T, peer)), peers.get((model, "down", T, peer))
-                ratio = (pg + pd) / (g["us"] + d["us"]) if pg and pd else None
-                ob = [old.get((model, k, mode, T)) for k in ("gate_up", "down")]
-                cell = lambda r: f"{fmt(r['us'])} ({fmt(r.get('tflops'))}, {100.0 * r.get('tflops', 0) / rate[mode]:.0f} %)"
-                L.append(f"| {model} | {mode} | {T} | {cell(g)} | {cell(d)} | {fmt(lay['us']) if lay else '-'} | "
-                         f"{fmt(pg)} / {fmt(pd)} | {fmt(ratio, 2)} | "
-                         f"{fmt(ob[0] + ob[1]) if all(ob) else '-'} |")
-    L.append("")
-    return L
 
 
 def mxfp4_vs_triton_section(folder):
