@@ -176,7 +176,7 @@ def main():
             L.append(f"From the bench/run.sh run in docs/results-data/ ({env.get('date', '')}).")
         L.append("This and the per-model sections come from the full bench/run.sh run kept in docs/results-data/; "
                  "the [triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
-                 "separate call (moejit-run beside OpenAI's triton_kernels) on the same MXFP4 kernels.")
+                 "separate call (moejit-run beside OpenAI's triton_kernels).")
         L.append("")
         L.append("| T | moejit us | floor us | TB/s | TFLOP/s | peer: MXFP4 dequant + _grouped_mm (gu+down) us |")
         L.append("|---|---|---|---|---|---|")
@@ -385,12 +385,19 @@ def python_host_cost_section(path):
                  f"{fmt(r['run_minus_cpp_us'], 2)} | {fmt(r.get('ptr_minus_cpp_us'), 2)} | {fmt(r.get('args_us'), 2)} | "
                  f"{fmt(r.get('forward_b2b_us'))} / {fmt(r['forward_us'])} | {fmt(r['op_us'])} |")
     L.append("")
-    L.append("The Python path's own work (the check column) does not depend on T, yet on an idle GPU the difference "
-             "grows with T, for the bare binding as well: a call that follows a long wait for the GPU runs slower "
-             "on the host (the same happens after a spin-wait, `run_spin_us` in the JSON), and a Python call touches "
-             "more code and data than the C++ loop. Back to back, the case of a serving loop, the difference is the "
-             "check plus the binding. `forward()` adds the allocation of `out`; the dispatcher path "
-             "(`torch.ops`) is what `torch.compile` emits, where CUDA graphs take the host out of the step.")
+    summary = next((r for r in read_jsonl(path) if r.get("what") == "gpu_summary"), {})
+    checks = [r["args_us"] for r in rows if "args_us" in r]
+    b2b = [r["run_minus_cpp_b2b_us"] for r in rows if "run_minus_cpp_b2b_us" in r]
+    idle = [r["run_minus_cpp_us"] for r in rows]
+    verdict = lambda ok: "met" if ok else "not met"
+    L.append(f"Target (Python - C++ <= 5 us at every T): back to back {verdict(summary.get('ok_back_to_back'))} "
+             f"({fmt(min(b2b), 2)}-{fmt(max(b2b), 2)} us), idle {verdict(summary.get('ok_idle'))} "
+             f"({fmt(min(idle), 2)}-{fmt(max(idle), 2)} us). The check column (the Python path's own work, in a "
+             f"loop) spans {fmt(min(checks), 2)}-{fmt(max(checks), 2)} us over these T. On an idle GPU a call that "
+             "follows a long wait for the GPU runs slower on the host, the bare binding (`run_ptr`) as well, and a "
+             "Python call touches more code and data than the C++ loop. `forward()` adds the allocation of `out`; "
+             "the dispatcher path (`torch.ops`) is what `torch.compile` emits, where CUDA graphs take the host out "
+             "of the step.")
     L.append("")
     return L
 

@@ -1,5 +1,5 @@
-// FP8 per-token grouped GEMM for decode (at most 8 routed rows per expert
-// hit), sm_90a: out^T = W X^T with mma.sync m16n8k32 e4m3 -> f32, e4m3
+// FP8 per-token grouped GEMM for decode (a bucket averaging at most 8 routed
+// rows per expert hit; an expert with more gets several 8-row tiles), sm_90a: out^T = W X^T with mma.sync m16n8k32 e4m3 -> f32, e4m3
 // weights as the A operand (16 weight rows per MMA), up to 8 routed rows of
 // one expert as B. Same semantics and scales as grouped_gemm_fp8_sm90.cuh's
 // per-token mode: every k32 product moves into the fp32 accumulator, and
@@ -18,7 +18,7 @@
 // weight loads, one activation load and two MMAs.
 // Why 16 bytes per lane: the four lanes of a row then read 64 contiguous bytes
 // per load; with 8 bytes per lane (one 32-byte sector per row and load) the
-// same kernel streamed at 2.1 TB/s where this one reaches 3.4 (gpt-oss-120b
+// same kernel streamed at 2.1 TB/s where this one reaches 3.3 (gpt-oss-120b
 // T = 64), the miss slots of an SM filling with sector-sized requests.
 //
 // K order: the MMA's lane q owns logical k {4q..4q+3} (a0/a1, b0) and
@@ -27,7 +27,7 @@
 // takes its bytes [16q + 8m, 16q + 8m + 8). The same permutation on both
 // operands of a sum is exact (per-token scales do not depend on k).
 //
-// K is cut into KSEG = min(4, units) fixed segments (a function of K alone);
+// K is cut into KSEG = min(4, units of 64 k) fixed segments (a function of K alone);
 // warp row wk sums segments [KSEG wk / KW, KSEG (wk + 1) / KW), each from
 // zero, and the segments are added in order (in registers or through shared
 // memory): the bits do not depend on KW. Rows never mix, so padding rows
@@ -35,10 +35,11 @@
 //
 // ---- Tunable parameters (template arguments; src/ops/fp8_gemm_config.cpp) ----
 //   WN    : warps along N, 16 weight rows each (BN = 16 * WN)
-//   KW    : warps along K (1, 2 or 4; KSEG % KW == 0 is checked on the host)
+//   KW    : warps along K (1, 2 or 4; the host takes 2 or 4 only when K has at
+//           least 4 units, so KSEG = 4 and every warp row owns whole segments)
 //   DEPTH : units of 64 k in flight per warp (12 registers each)
 //   CTAS  : resident CTAs per SM asked of ptxas
-// Requirements (host): K % 16 == 0, N % 16 == 0.
+// Requirements (host): K % 16 == 0, N % 16 == 0, N * K < 2^32 (32-bit row offsets).
 
 namespace moejit {
 
@@ -60,6 +61,7 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
   const int tile = blockIdx.y;
   if (tile >= *p.num_tiles) return;
   const int expert = p.tile_expert[tile];
+  if (expert < 0) return;  // a tile list from elsewhere may hold dropped routes' -1
   const int row_begin = p.tile_row_begin[tile];
   const int row_end = p.tile_row_end[tile];
   const int N = p.n, K = p.k;

@@ -128,6 +128,8 @@ def _check(t: torch.Tensor, name: str, dtype: torch.dtype, shape: Tuple[int, ...
     if contiguous_rows:
         if t.dim() == 2 and t.shape[1] > 1 and t.stride(1) != 1:
             raise InvalidArgument(f"{name}: rows must be contiguous (stride 1 along dim 1), got strides {t.stride()}")
+        if t.dim() == 2 and t.shape[0] > 1 and t.stride(0) < t.shape[1]:
+            raise InvalidArgument(f"{name}: rows must not overlap (row stride >= {t.shape[1]}), got strides {t.stride()}")
     elif not t.is_contiguous():
         raise InvalidArgument(f"{name}: expected a contiguous tensor, got strides {t.stride()}")
 
@@ -284,9 +286,11 @@ class MoeLayer(torch.nn.Module):
         torch.compile: use forward() there). out bfloat16 [T, D] is written when given."""
         if out is None:
             try:
-                out = torch.empty((x.shape[0], self._hidden), dtype=_BF16, device=self.device)
-            except (AttributeError, TypeError, IndexError, RuntimeError):  # not a tensor: the checks name it
-                pass
+                n = x.shape[0]
+            except (AttributeError, TypeError, IndexError):  # not a tensor: the checks below name it
+                n = 0
+            if 0 < n <= self.max_num_tokens:  # anything else is refused below, before any allocation
+                out = torch.empty((n, self._hidden), dtype=_BF16, device=self.device)
         if out is not None and self._call(x, topk_ids, topk_weights, out, _stream_of(self._device_index)):
             return out
         # The checks that name the argument and the value; they raise on a mismatch.
@@ -294,8 +298,10 @@ class MoeLayer(torch.nn.Module):
         if out is None:
             out = torch.empty((T, self._hidden), dtype=_BF16, device=self.device)
         _check(out, "out", torch.bfloat16, (T, self._hidden), device=self.device)
-        self.core.run_ptr(T, x.data_ptr(), x.stride(0), topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(),
-                          out.stride(0), self._ws_ptr, self._ws_bytes, _stream_of(self._device_index))
+        D = self._hidden  # a one-token batch's row stride means nothing: pass D
+        self.core.run_ptr(T, x.data_ptr(), x.stride(0) if T > 1 else D, topk_ids.data_ptr(), topk_weights.data_ptr(),
+                          out.data_ptr(), out.stride(0) if T > 1 else D, self._ws_ptr, self._ws_bytes,
+                          _stream_of(self._device_index))
         return out
 
     def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:

@@ -172,9 +172,10 @@ struct TorchLayerCall {
   bool operator()(nb::handle x, nb::handle ids, nb::handle gamma, nb::handle out, std::uintptr_t stream) const {
     const auto& s = layer->layer.shape();
     TorchLayerArgs t;
-    if (!read_layer_args(x.ptr(), ids.ptr(), gamma.ptr(), out.ptr(), s.hidden, s.top_k, max_tokens, device, t) ||
-        t.out == 0)
-      return false;
+    const ReadResult r = read_layer_args(x.ptr(), ids.ptr(), gamma.ptr(), out.ptr(), s.hidden, s.top_k, max_tokens,
+                                         device, t);
+    if (r == ReadResult::error) throw nb::python_error();
+    if (r == ReadResult::mismatch || t.out == 0) return false;
     const MoeWeights& w = layer->checked_weights();
     const MoeLayerArgs a = raw_args(static_cast<std::uint32_t>(t.tokens), t.x, t.x_row_stride, t.topk_ids,
                                     t.topk_weights, t.out, t.out_row_stride, workspace, workspace_bytes);
@@ -196,15 +197,17 @@ void bind_layer(nb::module_& m) {
       [](nb::handle x, nb::handle ids, nb::handle gamma, nb::handle out, std::int64_t D, std::int64_t k,
          std::int64_t max_tokens, long device) -> nb::object {
         TorchLayerArgs t;
-        if (!read_layer_args(x.ptr(), ids.ptr(), gamma.ptr(), out.ptr(), D, k, max_tokens, device, t))
-          return nb::none();
+        const ReadResult r = read_layer_args(x.ptr(), ids.ptr(), gamma.ptr(), out.ptr(), D, k, max_tokens, device, t);
+        if (r == ReadResult::error) throw nb::python_error();
+        if (r == ReadResult::mismatch) return nb::none();
         return nb::make_tuple(t.tokens, t.x_row_stride, t.out_row_stride, t.x, t.topk_ids, t.topk_weights, t.out);
       },
       "x"_a, "topk_ids"_a, "topk_weights"_a, "out"_a.none(), "hidden"_a, "top_k"_a, "max_tokens"_a, "device"_a,
       "TorchLayerCall's check alone: (T, x row stride, out row stride, x, topk_ids, topk_weights, out addresses;\n"
-      "out 0 and its stride hidden when out is None) when x bfloat16 [T, hidden] (unit column\n"
-      "stride, 1 <= T <= max_tokens), topk_ids int32 / topk_weights float32 [T, top_k] contiguous and out None\n"
-      "or bfloat16 [T, hidden] (unit column stride) are all on CUDA device `device` (get_device()), else None.");
+      "out 0 and its stride hidden when out is None; a one-token batch's strides hidden) when x bfloat16\n"
+      "[T, hidden] (unit column stride, row stride >= hidden when T > 1, 1 <= T <= max_tokens), topk_ids int32 /\n"
+      "topk_weights float32 [T, top_k] contiguous and out None or bfloat16 [T, hidden] laid out as x are all on\n"
+      "CUDA device `device` (get_device()), else None. Exceptions other than the ones a non-tensor raises propagate.");
   nb::class_<TorchLayerCall>(m, "TorchLayerCall",
                              "A layer's launch from torch tensors, with its device index, token limit and workspace fixed.")
       .def(

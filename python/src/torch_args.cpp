@@ -7,6 +7,7 @@ struct Names {
   PyObject *shape, *stride, *dtype, *get_device, *data_ptr;
 };
 
+// Null members when interning failed (out of memory): read() then refuses.
 const Names& names() {
   static const Names n{PyUnicode_InternFromString("shape"), PyUnicode_InternFromString("stride"),
                        PyUnicode_InternFromString("dtype"), PyUnicode_InternFromString("get_device"),
@@ -29,8 +30,9 @@ PyObject* call0(PyObject* t, PyObject* name) {
 bool pair_of(PyObject* seq, std::int64_t& r0, std::int64_t& r1) {
   if (seq == nullptr || !PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != 2) return false;
   r0 = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, 0));
+  if (r0 == -1 && PyErr_Occurred()) return false;
   r1 = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, 1));
-  return !PyErr_Occurred();
+  return !(r1 == -1 && PyErr_Occurred());
 }
 
 // One tensor's layout, read once per property.
@@ -41,6 +43,7 @@ struct Read {
 
 bool read(PyObject* t, PyObject* dtype, long device, Read& r) {
   const Names& n = names();
+  if (!n.shape || !n.stride || !n.dtype || !n.get_device || !n.data_ptr) return false;
   PyObject* d = PyObject_GetAttr(t, n.dtype);
   if (d == nullptr) return false;
   const bool dtype_ok = d == dtype;
@@ -77,11 +80,13 @@ bool read_all(PyObject* x, PyObject* ids, PyObject* w, PyObject* out, std::int64
   Read rx, ri, rw;
   if (!read(x, g_dtypes.bf16, device, rx)) return false;
   const std::int64_t T = rx.rows;
-  if (rx.cols != D || rx.col_stride != 1 || T < 1 || T > max_tokens) return false;
+  // Rows may not overlap (a broadcast row has stride 0); a one-token batch's
+  // row stride means nothing and is passed as D.
+  if (rx.cols != D || rx.col_stride != 1 || T < 1 || T > max_tokens || (T > 1 && rx.row_stride < D)) return false;
   if (!read(ids, g_dtypes.i32, device, ri) || ri.rows != T || ri.cols != k || !contiguous(ri)) return false;
   if (!read(w, g_dtypes.f32, device, rw) || rw.rows != T || rw.cols != k || !contiguous(rw)) return false;
   a.tokens = T;
-  a.x_row_stride = rx.row_stride;
+  a.x_row_stride = T > 1 ? rx.row_stride : D;
   a.x = rx.data;
   a.topk_ids = ri.data;
   a.topk_weights = rw.data;
@@ -89,8 +94,10 @@ bool read_all(PyObject* x, PyObject* ids, PyObject* w, PyObject* out, std::int64
   a.out = 0;
   if (out == Py_None) return true;
   Read ro;
-  if (!read(out, g_dtypes.bf16, device, ro) || ro.rows != T || ro.cols != D || ro.col_stride != 1) return false;
-  a.out_row_stride = ro.row_stride;
+  if (!read(out, g_dtypes.bf16, device, ro) || ro.rows != T || ro.cols != D || ro.col_stride != 1 ||
+      (T > 1 && ro.row_stride < D))
+    return false;
+  a.out_row_stride = T > 1 ? ro.row_stride : D;
   a.out = ro.data;
   return true;
 }
@@ -108,11 +115,17 @@ void set_torch_dtypes(PyObject* bf16, PyObject* i32, PyObject* f32) {
   Py_XDECREF(old.f32);
 }
 
-bool read_layer_args(PyObject* x, PyObject* topk_ids, PyObject* topk_weights, PyObject* out, std::int64_t D,
-                     std::int64_t top_k, std::int64_t max_tokens, long device, TorchLayerArgs& a) noexcept {
-  const bool ok = read_all(x, topk_ids, topk_weights, out, D, top_k, max_tokens, device, a);
-  if (!ok) PyErr_Clear();
-  return ok;
+ReadResult read_layer_args(PyObject* x, PyObject* topk_ids, PyObject* topk_weights, PyObject* out, std::int64_t D,
+                           std::int64_t top_k, std::int64_t max_tokens, long device, TorchLayerArgs& a) noexcept {
+  if (read_all(x, topk_ids, topk_weights, out, D, top_k, max_tokens, device, a)) return ReadResult::ok;
+  // What a tensor-like object that is not the tensor the layer takes raises
+  // is a mismatch; anything else (KeyboardInterrupt, MemoryError, ...) stays set.
+  if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_AttributeError) && !PyErr_ExceptionMatches(PyExc_TypeError) &&
+      !PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_IndexError) &&
+      !PyErr_ExceptionMatches(PyExc_OverflowError) && !PyErr_ExceptionMatches(PyExc_RuntimeError))
+    return ReadResult::error;
+  PyErr_Clear();
+  return ReadResult::mismatch;
 }
 
 }  // namespace moejit::python

@@ -23,13 +23,19 @@ struct TorchLayerArgs {
 // read_layer_args() accepts nothing.
 void set_torch_dtypes(PyObject* bf16, PyObject* i32, PyObject* f32);
 
-// True and `a` filled when x is bfloat16 [T, D] with unit column stride,
-// 1 <= T <= max_tokens, topk_ids int32 and topk_weights float32 [T, top_k]
-// contiguous, out None (Py_None) or bfloat16 [T, D] with unit column stride,
-// and every tensor's get_device() == device. False otherwise, also when an
-// object is not a tensor or a read raises (the Python error is cleared): the
-// caller then runs the checks that name the argument. Holds the GIL; never raises.
-bool read_layer_args(PyObject* x, PyObject* topk_ids, PyObject* topk_weights, PyObject* out, std::int64_t D,
-                     std::int64_t top_k, std::int64_t max_tokens, long device, TorchLayerArgs& a) noexcept;
+enum class ReadResult { ok, mismatch, error };
+
+// ok and `a` filled when x is bfloat16 [T, D] with unit column stride and
+// rows that do not overlap (row stride >= D when T > 1; a one-token batch's
+// stride is passed as D), 1 <= T <= max_tokens, topk_ids int32 and
+// topk_weights float32 [T, top_k] contiguous, out None (Py_None) or bfloat16
+// [T, D] laid out as x, and every tensor's get_device() == device. mismatch
+// otherwise, also when an object is not a tensor or a read raises
+// AttributeError, TypeError, ValueError, IndexError, OverflowError or
+// RuntimeError (cleared): the caller then runs the checks that name the
+// argument. error: a read raised anything else, which stays set for the
+// caller to raise. Needs the GIL.
+ReadResult read_layer_args(PyObject* x, PyObject* topk_ids, PyObject* topk_weights, PyObject* out, std::int64_t D,
+                           std::int64_t top_k, std::int64_t max_tokens, long device, TorchLayerArgs& a) noexcept;
 
 }  // namespace moejit::python

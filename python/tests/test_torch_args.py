@@ -44,6 +44,11 @@ class Raises(Fake):
         raise RuntimeError("not readable")
 
 
+class Interrupted(Fake):
+    def get_device(self):
+        raise KeyboardInterrupt
+
+
 @pytest.fixture(autouse=True)
 def stand_in_dtypes():
     _moejit._set_torch_dtypes(BF16, I32, F32)
@@ -74,6 +79,8 @@ def test_accepts_what_the_layer_takes():
     # row strides of x and out are passed on; a one-token batch's ids and weights may have any row stride
     assert check(Fake(BF16, (5, D), (3 * D, 1)), i, w, Fake(BF16, (5, D), (2 * D, 1))) == (5, 3 * D, 2 * D)
     assert check(Fake(BF16, (1, D)), Fake(I32, (1, K), (99, 1)), Fake(F32, (1, K), (7, 1)), None) == (1, D, D)
+    # a one-token batch's row strides mean nothing: passed on as D
+    assert check(Fake(BF16, (1, D), (1, 1)), Fake(I32, (1, K)), Fake(F32, (1, K)), Fake(BF16, (1, D), (5, 1))) == (1, D, D)
     assert check(*tensors(MAX)) == (MAX, D, D)
 
 
@@ -81,7 +88,7 @@ def test_accepts_what_the_layer_takes():
     "x dtype", "x cols", "x 3-D", "x 1-D", "x cols strided", "x no tokens", "x too many tokens", "x not a tensor",
     "ids dtype", "ids shape", "ids rows strided", "ids cols strided", "weights dtype", "weights rows",
     "out dtype", "out shape", "out cols strided", "x device", "ids device", "weights device", "out device",
-    "read raises", "dtypes of another torch",
+    "read raises", "dtypes of another torch", "x rows broadcast", "x rows overlap", "out rows broadcast",
 ])
 def test_refuses_every_mismatch(case):
     x, i, w, o = tensors()
@@ -130,7 +137,19 @@ def test_refuses_every_mismatch(case):
         o = Fake(BF16, (5, D), device=3)
     elif case == "read raises":
         w = Raises(F32, (5, K))
+    elif case == "x rows broadcast":
+        x = Fake(BF16, (5, D), (0, 1))  # one row seen five times: the kernels would read past it
+    elif case == "x rows overlap":
+        x = Fake(BF16, (5, D), (D - 8, 1))
+    elif case == "out rows broadcast":
+        o = Fake(BF16, (5, D), (0, 1))
     elif case == "dtypes of another torch":
         x = Fake(Dtype("bf16"), (5, D))  # equal name, other object: dtypes compare by identity
     assert check(x, i, w, o, dev) is None, case
     assert _moejit.round_up_tokens(3) == 3  # no Python error left pending
+
+
+def test_an_exception_that_is_no_mismatch_propagates():
+    x, i, w, o = tensors()
+    with pytest.raises(KeyboardInterrupt):
+        check(x, Interrupted(I32, (5, K)), w, o)

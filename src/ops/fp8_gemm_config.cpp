@@ -83,7 +83,8 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
     while (c.stages > 2 && c.smem_bytes(key.quant) > kMaxSmem) --c.stages;
     return c;
   }
-  if (key.quant == QuantMode::fp8_per_token && avg <= 8 && key.experts <= 128) {
+  if (key.quant == QuantMode::fp8_per_token && avg <= 8 && key.experts <= 128 &&
+      std::uint64_t(key.n) * key.k <= 0xFFFFFFFFull) {  // the kernel's 32-bit row offsets within an expert
     // Decode: the weight stream (kernels/grouped_gemm_fp8_decode_sm90.cuh).
     // 24 warps per SM at <= 85 registers (ctas x 32 wn kw threads = 768);
     // K split over as many warps (4, 2, 1) as keep every warp of the grid

@@ -150,8 +150,9 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
     GroupedGemmParamsArg g{};
     fill_common(g, key, a);
     g.a_scales = ptr<const float>(a.a_scales);
-    // Programmatic stream serialization, as the layer's other launches: the
-    // kernel waits (griddepcontrol.wait) before its first read.
+    // Programmatic stream serialization (as the layer's routing, bf16 / MXFP4
+    // GEMMs and combine; the FP8 quantizers and the other FP8 GEMMs launch
+    // without it): the kernel waits (griddepcontrol.wait) before its first read.
     CUlaunchAttribute attr{};
     attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;

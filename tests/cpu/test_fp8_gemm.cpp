@@ -126,7 +126,8 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
         if (c.ws) CHECK((c.bm() == 128 && c.bn() == 128 && c.threads() == 384));
         // The decode kernel: fp8_per_token at most 8 rows per expert hit, 8-row m-tiles, 24
         // resident warps per SM, K split over 1, 2 or 4 warps.
-        CHECK(c.decode == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit <= 8 && key.experts <= 128));
+        CHECK(c.decode == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit <= 8 && key.experts <= 128 &&
+                           std::uint64_t(key.n) * key.k <= 0xFFFFFFFFull));
         if (c.decode) {
           CHECK(c.bm() == 8);
           CHECK(c.bn() == 16 * c.wn);

@@ -259,6 +259,14 @@ TEST_CASE("gpu: fp8_per_token grouped GEMM matches the float64 reference", "[gpu
       check_problem("odd K=32/N=768", po);
     }
   }
+  // Decode buckets (the decode kernel): K = 32 (one 64-k unit, half of it past
+  // K), and one expert with 64 rows (eight 8-row tiles of one expert).
+  for (std::uint32_t T : {1u, 8u}) {
+    Problem pd{OpKind::gate_up, q, WeightScale::per_channel, odd_shape(), T};
+    check_problem("odd K=32/N=768, decode", pd);
+  }
+  Problem one_dec{OpKind::down, q, WeightScale::per_expert, qwen3_30b_shape(), 8, Routing::one_expert};
+  check_problem("one expert, 64 rows, decode", one_dec);
   // Routing edge cases.
   Problem z{OpKind::gate_up, q, WeightScale::per_channel, qwen3_30b_shape(), 3};  // 24 rows over 128 experts
   check_problem("zero-row experts", z);
