@@ -41,8 +41,8 @@ WeightScale parse_weight_scale(std::string_view);
 
 // Version of the binary packing that SpecKey::hash() hashes (docs/key.md). It is
 // the first packed byte; bump it whenever a field, a field's meaning or an enum's
-// numeric value changes. Version 2: the in_dtype field; route and combine keys carry
-// E and top_k in experts / top_k (k = 0), the combine's Y dtype in in_dtype.
+// numeric value changes. The packing it versions has the in_dtype field, and route
+// and combine keys carry E and top_k in experts / top_k (k = 0).
 inline constexpr std::uint8_t kKeyHashVersion = 2;
 
 // Every field has one meaning for every op; a field an op does not depend on

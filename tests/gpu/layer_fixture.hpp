@@ -8,9 +8,11 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "driver/device_buffer.hpp"
+#include "moejit/bucketing.hpp"
 #include "moejit/formats.hpp"
 #include "moejit/moe_layer.hpp"
 #include "reference/moe_reference.hpp"
@@ -187,6 +189,22 @@ struct LayerInputs {
     return in;
   }
 };
+
+// The first T tokens alone and inside a batch padded to their bucket (3
+// tokens more when T is its own bucket, so the batch lands in another one):
+// the inputs of the padding-invariance tests.
+inline std::pair<LayerInputs, LayerInputs> alone_and_padded(const MoeLayerShape& s, std::uint32_t T,
+                                                            std::uint64_t seed) {
+  const std::uint32_t B = round_up_tokens(T);
+  ref::TestRng rng(seed);
+  LayerInputs padded = LayerInputs::make(s, B + (B == T ? 3 : 0), Routing::uniform, rng);
+  LayerInputs alone = padded;
+  alone.tokens = T;
+  alone.x.resize(std::size_t(T) * s.hidden);
+  alone.ids.resize(std::size_t(T) * s.top_k);
+  alone.gamma.resize(std::size_t(T) * s.top_k);
+  return {std::move(alone), std::move(padded)};
+}
 
 // Device side of one call: inputs, output (poisoned), workspace (poisoned).
 struct LayerRun {

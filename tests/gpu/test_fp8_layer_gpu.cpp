@@ -197,14 +197,7 @@ TEST_CASE("gpu: FP8 padding invariance is bit-exact (both modes, with and withou
       const auto w = Fp8LayerWeights::make(s, q, ws, ref::process_seed() + 99);
       MoeLayer layer(gpu_runtime(), s, q, ws);
       for (std::uint32_t T : {5u, 17u, 100u, 1000u, 2049u}) {
-        const std::uint32_t B = round_up_tokens(T);
-        ref::TestRng rng(T + 1000);
-        const auto padded = LayerInputs::make(s, B + (B == T ? 3 : 0), Routing::uniform, rng);
-        LayerInputs alone = padded;
-        alone.tokens = T;
-        alone.x.resize(std::size_t(T) * s.hidden);
-        alone.ids.resize(std::size_t(T) * s.top_k);
-        alone.gamma.resize(std::size_t(T) * s.top_k);
+        const auto [alone, padded] = alone_and_padded(s, T, T + 1000);
         LayerRun ra(layer, alone), rb(layer, padded), rc(layer, alone);
         layer.run(w->device(), ra.args, nullptr);
         layer.run(w->device(), rb.args, nullptr);
@@ -234,14 +227,7 @@ TEST_CASE("gpu: FP8 padding invariance is bit-exact at decode token counts (both
     const Fp8LayerWeights& w = fp8_weights("gpt-oss-120b", s, q, ws);
     MoeLayer layer(gpu_runtime(), s, q, ws);
     for (std::uint32_t T : {1u, 2u, 3u, 7u, 8u, 9u, 63u, 64u}) {
-      const std::uint32_t B = round_up_tokens(T);
-      ref::TestRng rng(T + 3000);
-      const auto padded = LayerInputs::make(s, B + (B == T ? 3 : 0), Routing::uniform, rng);
-      LayerInputs alone = padded;
-      alone.tokens = T;
-      alone.x.resize(std::size_t(T) * s.hidden);
-      alone.ids.resize(std::size_t(T) * s.top_k);
-      alone.gamma.resize(std::size_t(T) * s.top_k);
+      const auto [alone, padded] = alone_and_padded(s, T, T + 3000);
       LayerRun ra(layer, alone), rb(layer, padded);
       layer.run(w.device(), ra.args, nullptr);
       layer.run(w.device(), rb.args, nullptr);

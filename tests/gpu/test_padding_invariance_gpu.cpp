@@ -14,23 +14,6 @@
 using namespace moejit;
 using namespace moejit::testing;
 
-namespace {
-
-// The first T tokens alone and inside a batch padded to their bucket (3
-// tokens more when T is its own bucket, so the batch lands in another one).
-std::pair<LayerInputs, LayerInputs> alone_and_padded(const MoeLayerShape& s, std::uint32_t T, std::uint64_t seed) {
-  const std::uint32_t B = round_up_tokens(T);
-  ref::TestRng rng(seed);
-  LayerInputs padded = LayerInputs::make(s, B + (B == T ? 3 : 0), Routing::uniform, rng);
-  LayerInputs alone = padded;
-  alone.tokens = T;
-  alone.x.resize(std::size_t(T) * s.hidden);
-  alone.ids.resize(std::size_t(T) * s.top_k);
-  alone.gamma.resize(std::size_t(T) * s.top_k);
-  return {std::move(alone), std::move(padded)};
-}
-
-}  // namespace
 
 TEST_CASE("gpu: padding invariance is bit-exact for both weight formats, with and without bias", "[gpu][padding]") {
   for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4}) {
