@@ -11,7 +11,6 @@
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/grouped_gemm_config.hpp"
 #include "ops/kernel_params.hpp"
-#include "ops/pdl_launch.hpp"
 #include "ops/tensor_map.hpp"
 
 namespace moejit {
@@ -151,11 +150,23 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
     GroupedGemmParamsArg g{};
     fill_common(g, key, a);
     g.a_scales = ptr<const float>(a.a_scales);
-    // Programmatic dependent launch (as the layer's routing, bf16 / MXFP4
+    // Programmatic stream serialization (as the layer's routing, bf16 / MXFP4
     // GEMMs and combine; the FP8 quantizers and the other FP8 GEMMs launch
     // without it): the kernel waits (griddepcontrol.wait) before its first read.
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = static_cast<unsigned>((key.n + c.bn() - 1) / c.bn());
+    cfg.gridDimY = a.max_tiles;
+    cfg.gridDimZ = 1;
+    cfg.blockDimX = kernel.launch.block_threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = kernel.launch.dynamic_smem_bytes;
+    cfg.hStream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
     void* args[] = {&g};
-    launch_pdl(kernel, static_cast<unsigned>((key.n + c.bn() - 1) / c.bn()), a.max_tiles, 1, args, stream);
+    MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernelEx(&cfg, kernel.function, args, nullptr));
     return;
   }
   if (c.ws) {

@@ -16,7 +16,6 @@
 #include "ops/layer_plan.hpp"
 #include "ops/layer_plans.hpp"
 #include "ops/moe_keys.hpp"
-#include "ops/pdl_launch.hpp"
 #include "ops/tensor_map.hpp"
 
 namespace moejit {
@@ -71,15 +70,26 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   return l;
 }
 
-// The layer's launches use programmatic dependent launch (ops/pdl_launch.hpp):
-// it hides the launch latency between the layer's kernels (route and combine
-// are mostly that at small T; at <= 32 routes the decode GEMMs route
-// themselves and no routing kernel runs).
+// Programmatic stream serialization: the kernel may launch before the previous
+// one on the stream finishes; it waits in-kernel (pdl_wait in kernels/common.cuh)
+// before touching memory that launch writes. Hides the launch latency between
+// the layer's kernels (route and combine are mostly that at small T; at <= 32
+// routes the decode GEMMs route themselves and no routing kernel runs).
 // map: the kernel's second parameter, a TMA tensor map, or null (one parameter).
 void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream, unsigned gz = 1,
             const CUtensorMap* map = nullptr) {
   void* args[] = {params, const_cast<CUtensorMap*>(map)};
-  ops::launch_pdl(k, gx, gy, gz, args, stream);
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
+  cfg.blockDimX = k.launch.block_threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = k.launch.dynamic_smem_bytes;
+  cfg.hStream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernelEx(&cfg, k.function, args, nullptr));
 }
 
 
