@@ -4,14 +4,14 @@ namespace moejit::python {
 namespace {
 
 struct Names {
-  PyObject *shape, *stride, *dtype, *get_device, *data_ptr;
+  PyObject *shape, *stride, *is_contiguous, *dtype, *get_device, *data_ptr;
 };
 
 // Null members when interning failed (out of memory): read() then refuses.
 const Names& names() {
-  static const Names n{PyUnicode_InternFromString("shape"), PyUnicode_InternFromString("stride"),
-                       PyUnicode_InternFromString("dtype"), PyUnicode_InternFromString("get_device"),
-                       PyUnicode_InternFromString("data_ptr")};
+  static const Names n{PyUnicode_InternFromString("shape"),         PyUnicode_InternFromString("stride"),
+                       PyUnicode_InternFromString("is_contiguous"), PyUnicode_InternFromString("dtype"),
+                       PyUnicode_InternFromString("get_device"),    PyUnicode_InternFromString("data_ptr")};
   return n;
 }
 
@@ -41,9 +41,14 @@ struct Read {
   std::uintptr_t data = 0;
 };
 
-bool read(PyObject* t, PyObject* dtype, long device, Read& r) {
+// Which layout property a tensor's check reads: its strides (x, out: the row
+// stride is passed on), or only whether it is contiguous (topk_ids,
+// topk_weights: is_contiguous() returns one bool where stride() builds a tuple).
+enum class Layout { strides, contiguous };
+
+bool read(PyObject* t, PyObject* dtype, long device, Layout layout, Read& r) {
   const Names& n = names();
-  if (!n.shape || !n.stride || !n.dtype || !n.get_device || !n.data_ptr) return false;
+  if (!n.shape || !n.stride || !n.is_contiguous || !n.dtype || !n.get_device || !n.data_ptr) return false;
   PyObject* d = PyObject_GetAttr(t, n.dtype);
   if (d == nullptr) return false;
   const bool dtype_ok = d == dtype;
@@ -53,10 +58,19 @@ bool read(PyObject* t, PyObject* dtype, long device, Read& r) {
   const bool shape_ok = pair_of(shape, r.rows, r.cols);
   Py_XDECREF(shape);
   if (!shape_ok) return false;
-  PyObject* stride = call0(t, n.stride);
-  const bool stride_ok = pair_of(stride, r.row_stride, r.col_stride);
-  Py_XDECREF(stride);
-  if (!stride_ok) return false;
+  if (layout == Layout::strides) {
+    PyObject* stride = call0(t, n.stride);
+    const bool stride_ok = pair_of(stride, r.row_stride, r.col_stride);
+    Py_XDECREF(stride);
+    if (!stride_ok) return false;
+  } else {
+    PyObject* c = call0(t, n.is_contiguous);
+    const bool contiguous = c == Py_True;  // False, or not a bool, is a mismatch (an exception stays set)
+    Py_XDECREF(c);
+    if (!contiguous) return false;
+    r.col_stride = 1;
+    r.row_stride = r.cols;
+  }
   PyObject* dev = call0(t, n.get_device);
   if (dev == nullptr) return false;
   const long dv = PyLong_AsLong(dev);
@@ -69,22 +83,17 @@ bool read(PyObject* t, PyObject* dtype, long device, Read& r) {
   return !PyErr_Occurred();
 }
 
-// torch's is_contiguous() for a 2-D tensor: strides of size-1 dimensions do not count.
-bool contiguous(const Read& r) {
-  return (r.cols <= 1 || r.col_stride == 1) && (r.rows <= 1 || r.row_stride == r.cols);
-}
-
 bool read_all(PyObject* x, PyObject* ids, PyObject* w, PyObject* out, std::int64_t D, std::int64_t k,
               std::int64_t max_tokens, long device, TorchLayerArgs& a) {
   if (g_dtypes.bf16 == nullptr) return false;
   Read rx, ri, rw;
-  if (!read(x, g_dtypes.bf16, device, rx)) return false;
+  if (!read(x, g_dtypes.bf16, device, Layout::strides, rx)) return false;
   const std::int64_t T = rx.rows;
   // Rows may not overlap (a broadcast row has stride 0); a one-token batch's
   // row stride means nothing and is passed as D.
   if (rx.cols != D || rx.col_stride != 1 || T < 1 || T > max_tokens || (T > 1 && rx.row_stride < D)) return false;
-  if (!read(ids, g_dtypes.i32, device, ri) || ri.rows != T || ri.cols != k || !contiguous(ri)) return false;
-  if (!read(w, g_dtypes.f32, device, rw) || rw.rows != T || rw.cols != k || !contiguous(rw)) return false;
+  if (!read(ids, g_dtypes.i32, device, Layout::contiguous, ri) || ri.rows != T || ri.cols != k) return false;
+  if (!read(w, g_dtypes.f32, device, Layout::contiguous, rw) || rw.rows != T || rw.cols != k) return false;
   a.tokens = T;
   a.x_row_stride = T > 1 ? rx.row_stride : D;
   a.x = rx.data;
@@ -94,7 +103,7 @@ bool read_all(PyObject* x, PyObject* ids, PyObject* w, PyObject* out, std::int64
   a.out = 0;
   if (out == Py_None) return true;
   Read ro;
-  if (!read(out, g_dtypes.bf16, device, ro) || ro.rows != T || ro.cols != D || ro.col_stride != 1 ||
+  if (!read(out, g_dtypes.bf16, device, Layout::strides, ro) || ro.rows != T || ro.cols != D || ro.col_stride != 1 ||
       (T > 1 && ro.row_stride < D))
     return false;
   a.out_row_stride = T > 1 ? ro.row_stride : D;

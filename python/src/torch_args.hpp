@@ -1,7 +1,7 @@
 #pragma once
 // The checks on MoeLayer.run's fast path (moejit.torch), made in C++ through
 // the CPython API: torch tensors are read through their Python attributes
-// (shape, stride(), dtype, get_device(), data_ptr()), so the extension needs no
+// (dtype, shape, stride() or is_contiguous(), get_device(), data_ptr()), so the extension needs no
 // torch headers and works with any torch. One call replaces about twenty
 // Python-level reads and the conversion of ten integer arguments.
 #include <Python.h>

@@ -1,6 +1,6 @@
 """The C++ check on MoeLayer.run's fast path (moejit._moejit._torch_layer_args, also what
 TorchLayerCall runs before it launches), on stand-in tensors: objects with torch.Tensor's
-attributes (dtype, shape, stride(), get_device(), data_ptr()). No torch needed; with torch,
+attributes (dtype, shape, stride(), is_contiguous(), get_device(), data_ptr()). No torch needed; with torch,
 test_torch_checks.py runs the same check on real tensors."""
 from __future__ import annotations
 
@@ -32,6 +32,15 @@ class Fake:
     def stride(self):
         return self._stride
 
+    def is_contiguous(self):
+        # torch's rule: the stride of a dimension of size <= 1 does not count
+        expected = 1
+        for size, stride in zip(reversed(self.shape), reversed(self._stride)):
+            if size > 1 and stride != expected:
+                return False
+            expected *= size
+        return True
+
     def get_device(self):
         return self._device
 
@@ -42,6 +51,11 @@ class Fake:
 class Raises(Fake):
     def get_device(self):
         raise RuntimeError("not readable")
+
+
+class ContiguousNotABool(Fake):
+    def is_contiguous(self):
+        return 1  # truthy, but not what torch returns: refused
 
 
 class Interrupted(Fake):
@@ -88,7 +102,7 @@ def test_accepts_what_the_layer_takes():
     "x dtype", "x cols", "x 3-D", "x 1-D", "x cols strided", "x no tokens", "x too many tokens", "x not a tensor",
     "ids dtype", "ids shape", "ids rows strided", "ids cols strided", "weights dtype", "weights rows",
     "out dtype", "out shape", "out cols strided", "x device", "ids device", "weights device", "out device",
-    "read raises", "dtypes of another torch", "x rows broadcast", "x rows overlap", "out rows broadcast",
+    "read raises", "contiguous not a bool", "dtypes of another torch", "x rows broadcast", "x rows overlap", "out rows broadcast",
 ])
 def test_refuses_every_mismatch(case):
     x, i, w, o = tensors()
@@ -137,6 +151,8 @@ def test_refuses_every_mismatch(case):
         o = Fake(BF16, (5, D), device=3)
     elif case == "read raises":
         w = Raises(F32, (5, K))
+    elif case == "contiguous not a bool":
+        i = ContiguousNotABool(I32, (5, K))
     elif case == "x rows broadcast":
         x = Fake(BF16, (5, D), (0, 1))  # one row seen five times: the kernels would read past it
     elif case == "x rows overlap":
