@@ -7,7 +7,9 @@
 // (WSCALE 0) or per output channel (1)).
 // Parameters: GroupedGemmParams (a: e4m3 rows, a_row_stride in bytes; a_scales:
 // fp32 per row of a; w: e4m3 [E, N, K]; w_scales: fp32 [E] or [E, N]); the
-// tile lists hold 8-row m-tiles.
+// tile lists hold 8-row m-tiles. At <= 32 routes the host may pass topk_ids
+// instead: every warp then routes them itself (decode_routing.cuh), and
+// gate_up's CTA (0, 0) writes the routing outputs for down and the combine.
 //
 // Why this shape: at decode the layer streams the weights of the experts hit
 // (gpt-oss-120b T = 64: 1.8 GB over both GEMMs), and an e4m3 weight needs no
@@ -54,16 +56,39 @@ template <int WN, int KW, int DEPTH, int CTAS, int WSCALE, int ACT, int BIAS, bo
           bool OUT_F32>
 __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_kernel(const GroupedGemmParams p) {
   constexpr int kUnit = 64;  // k per unit: 16 bytes per lane and row
-  // Everything this kernel reads but the weights may come from the launch
-  // before it (the activation quantizer); nothing before the wait.
-  pdl_wait();
+  // What this kernel reads comes from earlier launches: the activation codes
+  // and scales from the quantizer just before it; the tile lists (or, with
+  // in-warp routing, topk_ids) and the weights from before that. With
+  // p.tiles_ready (MoeLayer::run: the launch before this one is this call's
+  // quantizer) the tile fields are read (or topk_ids routed) and the first
+  // DEPTH units of weights are in flight before the wait, so their round
+  // trips overlap the quantizer; the activations come after it.
+  if (!p.tiles_ready) pdl_wait();
   pdl_launch_dependents();
   const int tile = blockIdx.y;
-  if (tile >= *p.num_tiles) return;
-  const int expert = p.tile_expert[tile];
-  if (expert < 0) return;  // a tile list from elsewhere may hold dropped routes' -1
-  const int row_begin = p.tile_row_begin[tile];
-  const int row_end = p.tile_row_end[tile];
+  // In-warp routing (p.topk_ids set, <= 32 routes): the layer launches no
+  // routing kernel; gate_up's CTA (0, 0) writes the routing outputs.
+  const bool fr = p.topk_ids != nullptr;
+  int num_tiles, expert, row_begin, row_end;
+  int fr_src = 0;  // in-warp routing: the activation row of this lane's token column g
+  if (fr) {
+    int f[4];
+    decode_route_in_warp<GATHER>(p, tile, f, fr_src);
+    expert = f[0], row_begin = f[1], row_end = f[2], num_tiles = f[3];
+  } else {
+    num_tiles = *p.num_tiles;
+    expert = tile < num_tiles ? p.tile_expert[tile] : -1;
+    row_begin = tile < num_tiles ? p.tile_row_begin[tile] : 0;
+    row_end = tile < num_tiles ? p.tile_row_end[tile] : 0;
+  }
+  // A CTA with no tile (or a dropped route's -1 expert from a tile list made
+  // elsewhere) still waits (tiles_ready): were every CTA to leave unwaited,
+  // this launch could complete before the one it follows, and the next
+  // launch's wait would no longer cover it.
+  if (tile >= num_tiles || expert < 0) {
+    if (p.tiles_ready) pdl_wait();
+    return;
+  }
   const int N = p.n, K = p.k;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wn = warp % WN, wk = warp / WN;
@@ -80,12 +105,13 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
 #pragma unroll
   for (int h = 0; h < 2; ++h)
     w_off[h] = grp_ok ? (u32)physical_row<ACT>(group_row<ACT>(L0, g + 8 * h), N) * (u32)K : 0u;
-  // Source row of token column c (a padding column reads the tile's first row).
+  // Source row of token column c (a padding column reads the tile's first
+  // row); with in-warp routing lane 4c holds column c's.
   auto src_of = [&](int c) -> i64 {
     const int r = row_begin + c < row_end ? row_begin + c : row_begin;
-    return GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
+    const int fr_c = __shfl_sync(0xffffffffu, fr_src, 4 * c);
+    return fr && GATHER ? (i64)fr_c : GATHER ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
   };
-  const u8* x_row = (const u8*)p.a + src_of(g) * p.a_row_stride + 16 * q;
 
   const int KSEG = nu < 4 ? nu : 4;
   const int seg_begin = KSEG * wk / KW, seg_end = KSEG * (wk + 1) / KW;
@@ -94,18 +120,22 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
 
   // Register ring: per unit, weight rows g / g + 8 and the activation column.
   u32 ra[DEPTH][2][4], rb[DEPTH][4];
-  auto load = [&](int d, int u) {
-    const bool ok = u < u_end && kUnit * u + 16 * (q + 1) <= K;  // past K: zeros
+  auto unit_ok = [&](int u) { return u < u_end && kUnit * u + 16 * (q + 1) <= K; };  // past K: zeros
+  auto load_w = [&](int d, int u) {
+    const bool ok = unit_ok(u) && grp_ok;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (ok && grp_ok) {
+      if (ok) {
         ldg_stream_v4(w_expert + w_off[h] + kUnit * u, ra[d][h]);
       } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) ra[d][h][j] = 0u;
       }
     }
-    if (ok) {
+  };
+  const u8* x_row = nullptr;  // set after the wait
+  auto load_x = [&](int d, int u) {
+    if (unit_ok(u)) {
       ldg_v4_act(x_row + kUnit * u, rb[d]);
     } else {
 #pragma unroll
@@ -143,13 +173,20 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
   };
 
 #pragma unroll
-  for (int d = 0; d < DEPTH; ++d) load(d, u_begin + d);
+  for (int d = 0; d < DEPTH; ++d) load_w(d, u_begin + d);
+  if (p.tiles_ready) pdl_wait();
+  // The activation row (and, in gate_up, sorted_route, which with in-warp
+  // routing gate_up's CTA (0, 0) writes) only from here.
+  x_row = (const u8*)p.a + src_of(g) * p.a_row_stride + 16 * q;
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d) load_x(d, u_begin + d);
   for (int u = u_begin; u < u_end; u += DEPTH) {
 #pragma unroll
     for (int d = 0; d < DEPTH; ++d) {
       if (u + d < u_end) {
         compute(d);
-        load(d, u + d + DEPTH);
+        load_w(d, u + d + DEPTH);
+        load_x(d, u + d + DEPTH);
         if (u + d + 1 == seg_next) flush();
       }
     }

@@ -29,12 +29,14 @@ struct GroupedGemmParams {
   int n, k, top_k;
   float act_alpha, act_limit;
   int wait_at_exit;          // mxfp4_wgmma split-tail launch: griddepcontrol.wait before exiting, not at the start
-  int tiles_ready;           // MXFP4 decode: topk_ids, the routing kernel's tile lists and sorted_route (when it
+  int tiles_ready;           // decode kernels: topk_ids, the routing kernel's tile lists and sorted_route (when it
                              // ran), the weights and the bias were complete before the previous launch on the
-                             // stream started (down right after gate_up in MoeLayer::run): read the tile fields
-                             // (or route, FR), issue the first weight loads and load the bias before
+                             // stream started (MoeLayer::run: MXFP4 down right after gate_up; FP8 gate_up and
+                             // down right after their activation quantizer): read the tile fields (or route,
+                             // FR), issue the first weight loads (MXFP4: and load the bias) before
                              // griddepcontrol.wait; with FR sorted_route is gate_up's output and waits
-  // MXFP4 decode with FR (<= 32 routes): every warp routes topk_ids itself;
+  // Decode with FR (<= 32 routes; MXFP4: the FR template argument, FP8
+  // per-token: topk_ids non-null): every warp routes topk_ids itself;
   // warp 0 of gate_up's CTA (0, 0) writes the routing outputs (the layer then
   // launches no routing kernel). Same ranges as kernels/moe_routing.cuh, rows
   // of one expert in route order.

@@ -16,7 +16,7 @@
 //
 // ---- Tunable parameters -------------------------------------------------------
 //   kQuantFp8Threads : CTA size of both kernels (the host reads it through the
-//                      launch contract). Per-token: one warp per row; MXFP8: one
+//                      launch contract). Per-token: one CTA per row; MXFP8: one
 //                      thread per 8 elements (4 threads per 32-block).
 // Requirements: cols % 8 == 0 (per-token) / % 32 == 0 (MXFP8); input rows
 // 16-byte aligned (in and in_row_stride % 8 == 0); output code rows 8-byte
@@ -55,18 +55,37 @@ __device__ __forceinline__ void store8(u8* p, const u32 (&code)[8]) {
   *reinterpret_cast<uint2*>(p) = v;
 }
 
+// Launched with programmatic stream serialization (src/quant/quantize_fp8_gpu.cpp):
+// wait for the launch before this one (which may write the input) before the
+// first read or write, then let the next launch (the FP8 GEMM, which waits
+// for this one in turn) start its prologue.
+__device__ __forceinline__ void quant_pdl_enter() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+// Per-token: one CTA per row (grid-stride over rows), each thread a few 8-element
+// chunks. Why a whole CTA: a row is a chain of dependent steps (load, amax,
+// one IEEE division per element, the integer encoder), and at decode there
+// are only T rows (X) or T * top_k (H); one warp per row ran that chain at
+// one instruction in flight (19 us for one gpt-oss row of 2880), a CTA runs it
+// THREADS / 32 times as wide. The amax is a maximum, so the split does not
+// change a bit.
 template <int THREADS>
 __global__ void __launch_bounds__(THREADS)
 quantize_fp8_per_token_kernel(const u16* in, i64 in_row_stride, u64 rows, int cols, u8* out, i64 out_row_stride,
                               float* scales) {
-  const int lane = threadIdx.x & 31;
-  const u64 warp = (u64)blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
-  const u64 step = (u64)gridDim.x * (THREADS / 32);
+  quant_pdl_enter();
+  constexpr int kWarps = THREADS / 32;
+  __shared__ u32 warp_amax[kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int chunks = cols >> 3;
-  for (u64 r = warp; r < rows; r += step) {
+  // The bound depends on blockIdx only: every thread of the CTA runs the same
+  // rows, so the barriers below are uniform.
+  for (u64 r = blockIdx.x; r < rows; r += gridDim.x) {
     const u16* row = in + (i64)r * in_row_stride;
     u32 amax = 0;
-    for (int c = lane; c < chunks; c += 32) {
+    for (int c = threadIdx.x; c < chunks; c += THREADS) {
       u32 b[8];
       load8(row + c * 8, b);
 #pragma unroll
@@ -74,6 +93,11 @@ quantize_fp8_per_token_kernel(const u16* in, i64 in_row_stride, u64 rows, int co
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) amax = umax(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    if (lane == 0) warp_amax[warp] = amax;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) amax = umax(amax, warp_amax[w]);
+    __syncthreads();  // warp_amax is rewritten by the next row
     const bool nonfinite = amax >= 0x7F800000u;
     float scale;
     if (nonfinite) {
@@ -85,7 +109,7 @@ quantize_fp8_per_token_kernel(const u16* in, i64 in_row_stride, u64 rows, int co
       if (scale == 0.0f) scale = __uint_as_float(1u);  // 2^-149
     }
     u8* orow = out + (i64)r * out_row_stride;
-    for (int c = lane; c < chunks; c += 32) {
+    for (int c = threadIdx.x; c < chunks; c += THREADS) {
       u32 b[8], code[8];
       load8(row + c * 8, b);
 #pragma unroll
@@ -94,7 +118,7 @@ quantize_fp8_per_token_kernel(const u16* in, i64 in_row_stride, u64 rows, int co
                             : mxq::encode_scaled<mxq::E4m3>(__float_as_uint(__fdiv_rn(__uint_as_float(b[i]), scale)), 0);
       store8(orow + c * 8, code);
     }
-    if (lane == 0) scales[r] = scale;
+    if (threadIdx.x == 0) scales[r] = scale;
   }
 }
 
@@ -102,6 +126,7 @@ template <int THREADS>
 __global__ void __launch_bounds__(THREADS)
 quantize_mxfp8_kernel(const u16* in, i64 in_row_stride, u64 rows, int cols, u8* out, i64 out_row_stride, u8* scales,
                       i64 scale_row_stride) {
+  quant_pdl_enter();
   const int lane = threadIdx.x & 31;
   const u64 chunks_per_row = (u64)(cols >> 3);
   const u64 total = rows * chunks_per_row;  // a multiple of 4: blocks never straddle lanes groups

@@ -24,7 +24,7 @@ std::uint32_t Fp8GemmConfig::smem_bytes(QuantMode q) const {
 std::string Fp8GemmConfig::to_string() const {
   if (decode)
     return "fp8 kernel=decode wn=" + std::to_string(wn) + " kw=" + std::to_string(kw) + " depth=" +
-           std::to_string(depth) + " ctas=" + std::to_string(ctas);
+           std::to_string(depth) + " ctas=" + std::to_string(ctas) + " fr=" + (fr ? "1" : "0");
   if (ws)
     return "fp8 kernel=tma_ws bm=128 bn=" + std::to_string(bn()) + " stages=" + std::to_string(stages) +
            " k_tail=" + (k_tail ? "1" : "0");
@@ -110,6 +110,9 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
       }
     }
     c.ctas = 24 / (c.wn * c.kw);
+    // At most 32 routes: decode_route_in_warp's one route per lane. The
+    // routing kernel's launch (about 4 us before gate_up at T = 1) then goes.
+    c.fr = rows <= 32;
     return c;
   }
   // Why these steps: few rows per expert stream weights (bytes bound): one m16

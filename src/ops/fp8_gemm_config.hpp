@@ -26,13 +26,17 @@ struct Fp8GemmConfig {
   // depth units of 64 k in flight per warp, ctas resident per SM.
   bool decode = false;
   int wn = 2, kw = 1, depth = 3, ctas = 12;
+  // Decode buckets of at most 32 routes (bucket * top_k): the layer passes
+  // topk_ids and launches no routing kernel; every warp routes them itself
+  // (kernels/decode_routing.cuh). A launch choice, not a template argument.
+  bool fr = false;
   int bm() const { return ws ? 128 : decode ? 8 : 16 * mi * warps_m; }
   int bn() const { return ws ? 128 : decode ? 16 * wn : 8 * ni * warps_n; }
   int threads() const { return ws ? 384 : decode ? 32 * wn * kw : 32 * warps_m * warps_n; }
   // Mirrors Fp8GemmTraits::kSmemBytes.
   std::uint32_t smem_bytes(QuantMode q) const;
   std::string to_string() const;  // "fp8 bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=8 k_tail=0",
-                                  // "fp8 kernel=decode wn=2 kw=2 depth=3 ctas=6"
+                                  // "fp8 kernel=decode wn=2 kw=2 depth=3 ctas=6 fr=1"
 };
 
 // Empty when the key can be run by the FP8 family; otherwise the reason, naming

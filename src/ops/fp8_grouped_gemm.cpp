@@ -76,7 +76,8 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
   ks.source += kernel_file("common.cuh");
   auto b = [](bool v) { return v ? "true" : "false"; };
   if (c.decode) {
-    for (const char* f : {"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_fp8_decode_sm90.cuh"}) {
+    for (const char* f :
+         {"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "decode_routing.cuh", "grouped_gemm_fp8_decode_sm90.cuh"}) {
       ks.source += "\n";
       ks.source += kernel_file(f);
     }
@@ -139,20 +140,43 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
         "must be >= the output columns (" + std::to_string(out_cols) + ") and even for bf16 output");
   if (key.quant == QuantMode::fp8_per_token && a.w_scales % 4) bad("w_scales", a.w_scales, "must be 4-byte aligned (fp32)");
   if (key.quant == QuantMode::fp8_per_token && a.a_scales % 4) bad("a_scales", a.a_scales, "must be 4-byte aligned (fp32)");
-  if (!a.sorted_route || !a.tile_expert || !a.tile_row_begin || !a.tile_row_end || !a.num_tiles)
+  if (!a.topk_ids && (!a.sorted_route || !a.tile_expert || !a.tile_row_begin || !a.tile_row_end || !a.num_tiles))
     bad("sorted_route/tile_*", 0, "routing metadata pointer is null");
+  if (a.topk_ids && key.router_weight && !a.sorted_route) bad("sorted_route", 0, "null (the router weights go through it)");
   if (a.max_tiles > 65535) bad("max_tiles", a.max_tiles, "too many m-tiles for one launch (> 65535)");
   if (a.max_tiles == 0) return;
   const std::int64_t scale_stride = a.a_scale_row_stride ? a.a_scale_row_stride : std::int64_t(key.k / 32);
   if (key.quant == QuantMode::mxfp8 && scale_stride < std::int64_t(key.k / 32))
     bad("a_scale_row_stride", static_cast<std::uint64_t>(scale_stride), "must be >= K/32");
+  if ((a.tiles_ready || a.topk_ids) && !c.decode)
+    bad("tiles_ready/topk_ids", 1, "only the decode kernel takes them (" + c.to_string() + ")");
+  if (a.topk_ids) {
+    if (!c.fr) bad("topk_ids", a.topk_ids, "in-warp routing needs a decode bucket of <= 32 routes (" + c.to_string() + ")");
+    if (a.num_routes == 0 || a.num_routes > 32 ||
+        std::uint64_t(a.num_routes) > std::uint64_t(key.token_bucket) * key.top_k)
+      bad("num_routes", a.num_routes, "must be 1..32 and fit the key's bucket (T * top_k)");
+    if (key.op == OpKind::gate_up &&
+        (!a.route_expert_offsets || !a.route_sorted_route || !a.route_route_row || !a.route_tiles[0] ||
+         !a.route_tiles[1] || !a.route_tiles[2] || !a.route_tiles[3]))
+      bad("route_*", 0, "gate_up with in-warp routing writes the routing outputs: null pointer");
+  }
   if (c.decode) {
     GroupedGemmParamsArg g{};
     fill_common(g, key, a);
     g.a_scales = ptr<const float>(a.a_scales);
-    // Programmatic stream serialization (as the layer's routing, bf16 / MXFP4
-    // GEMMs and combine; the FP8 quantizers and the other FP8 GEMMs launch
-    // without it): the kernel waits (griddepcontrol.wait) before its first read.
+    g.tiles_ready = a.tiles_ready ? 1 : 0;
+    if (a.topk_ids) {
+      g.topk_ids = ptr<const int>(a.topk_ids);
+      g.num_routes = static_cast<int>(a.num_routes);
+      g.num_experts = static_cast<int>(key.experts);
+      g.route_expert_offsets = ptr<int>(a.route_expert_offsets);
+      g.route_sorted_route = ptr<int>(a.route_sorted_route);
+      g.route_route_row = ptr<int>(a.route_route_row);
+      for (int i = 0; i < 4; ++i) g.route_tiles[i] = ptr<int>(a.route_tiles[i]);
+    }
+    // Programmatic stream serialization (as the layer's routing, quantizers,
+    // bf16 / MXFP4 GEMMs and combine; the other FP8 GEMMs launch without it):
+    // the kernel waits (griddepcontrol.wait) before its first read.
     CUlaunchAttribute attr{};
     attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmaticStreamSerializationAllowed = 1;

@@ -42,6 +42,22 @@ struct Fp8GemmArgs {
   DevicePtr expert_offsets = 0;
   std::uint32_t max_tiles = 0;  // an upper bound of *num_tiles (0 launches nothing): grid.y, or the
                                 // persistent kernel's grid.x bound
+  // Decode kernel only (choose_fp8_config(key).decode):
+  //   tiles_ready: the launch just before this one on the stream started after
+  //     topk_ids, the tile lists and the weights were complete (MoeLayer::run:
+  //     this call's activation quantizer); the kernel then reads them before
+  //     its griddepcontrol.wait. False for a launch that cannot know.
+  //   topk_ids int32 [num_routes] (num_routes <= 32, choose_fp8_config(key).fr):
+  //     every warp routes them itself and the tile lists are not read; gate_up
+  //     (key.op) also writes the routing outputs route_expert_offsets [E + 1],
+  //     sorted_route [num_routes], route_row [num_routes] and route_tiles
+  //     (tile_expert, tile_row_begin, tile_row_end [max_tiles], num_tiles [1])
+  //     as kernels/moe_routing.cuh would. 0: read the tile lists.
+  bool tiles_ready = false;
+  DevicePtr topk_ids = 0;
+  std::uint32_t num_routes = 0;
+  DevicePtr route_expert_offsets = 0, route_sorted_route = 0, route_route_row = 0;
+  DevicePtr route_tiles[4] = {0, 0, 0, 0};
 };
 
 // Enqueues the kernel (from Runtime::get(key) or a cubin of generate(key)).

@@ -54,7 +54,8 @@ KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning)
   KernelSource ks;
   switch (c.kernel) {
     case ops::GemmKernel::mxfp4_decode:
-      ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_decode_sm90.cuh"});
+      ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "decode_routing.cuh",
+                        "grouped_gemm_mxfp4_decode_sm90.cuh"});
       ks.name_expression = "moejit::grouped_gemm_mxfp4_decode_kernel<" + std::to_string(c.wn) + ", " +
                            std::to_string(c.kw) + ", " + std::to_string(c.mw) + ", " + std::to_string(c.nt) + ", " +
                            std::to_string(c.depth) + ", " + std::to_string(c.ctas) + ", " + std::to_string(c.xs) + ", " + (c.fr ? "true" : "false") + ", " +

@@ -65,6 +65,7 @@ MoeLayerPlan make_layer_plan(const MoeLayerShape& s, QuantMode quant, WeightScal
   p.shared_tiles = p.gate_up.bm == p.down.bm;
   p.y_dtype = p.down.key.out_dtype;
   p.y_splits = p.down.splits;
+  if (p.fp8) p.fused_route = p.gate_up.fp8.fr && p.down.fp8.fr;
   if (!p.fp8) {
     p.fused_route = quant == QuantMode::w4a16_mxfp4 && p.gate_up.config.fr && p.down.config.fr;
     p.tail_bucket = split_tail_bucket(s, quant, bucket, target, tuning);

@@ -37,8 +37,8 @@ struct MoeLayerPlan {
   std::uint32_t bucket = 0;
   QuantMode quant = QuantMode::bf16;
   bool fp8 = false;
-  // Both GEMMs route topk_ids themselves (MXFP4 decode, <= 32 routes): run()
-  // launches no routing kernel.
+  // Both GEMMs route topk_ids themselves (MXFP4 and FP8 per-token decode,
+  // <= 32 routes): run() launches no routing kernel.
   bool fused_route = false;
   SpecKey route_key;
   bool route_staged = false;  // routes staged in shared memory (kernels/moe_routing.cuh)

@@ -366,8 +366,12 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
 namespace {
 // FP8 modes: quantize the GEMM's bf16 input rows (X by token, or H by routed
 // row) with the row-independent GPU quantizer, then run the FP8 grouped GEMM.
+// tiles_ready: inside MoeLayer::run, where the quantizer just before the
+// decode GEMM is this call's, so the GEMM reads its tile fields (or routes
+// topk_ids) and issues its first weight loads before griddepcontrol.wait.
 void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, const ops::GemmPlan& g_plan,
-                  const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v, CUstream stream) {
+                  const MoeWeights& w, const MoeLayerArgs& a, const MoeWorkspaceView& v, CUstream stream,
+                  bool tiles_ready = false) {
   const bool gate_up = op == OpKind::gate_up;
   const SpecKey& key = g_plan.key;
   const char* name = gate_up ? "w1" : "w2";
@@ -417,6 +421,15 @@ void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quan
                           ": too many m-tiles for one launch (" + std::to_string(f.max_tiles) + " > 65535)");
   if (key.bias != BiasKind::none && !f.bias)
     throw InvalidArgument(std::string("MoeWeights.") + (gate_up ? "b1" : "b2") + " is null but the shape has a bias");
+  if (g_plan.fp8.decode) f.tiles_ready = tiles_ready;
+  if (g_plan.fp8.fr) {  // the kernel routes topk_ids itself; gate_up's CTA (0, 0) writes route()'s outputs
+    f.topk_ids = a.topk_ids;
+    f.num_routes = static_cast<std::uint32_t>(R);
+    f.route_expert_offsets = v.expert_offsets;
+    f.route_sorted_route = v.sorted_route;
+    f.route_route_row = v.route_row;
+    for (int i = 0; i < 4; ++i) f.route_tiles[i] = v.tiles[0][i];
+  }
   ops::launch_fp8_grouped_gemm(rt.get(key), key, f, stream);
 }
 }  // namespace
@@ -489,15 +502,17 @@ void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) 
         route(a, plan, v, stream);
         break;
       case ops::LayerStep::gate_up:
+        // FP8: tiles_ready, the launch before the GEMM is this call's quantizer.
         if (plan.fp8)
-          run_fp8_gemm(runtime_, OpKind::gate_up, shape_, quant_, plan.gate_up, w, a, v, stream);
+          run_fp8_gemm(runtime_, OpKind::gate_up, shape_, quant_, plan.gate_up, w, a, v, stream, /*tiles_ready=*/true);
         else
           run_gemm(runtime_, OpKind::gate_up, shape_, quant_, plan.gate_up, w, a, v, stream);
         break;
       case ops::LayerStep::down:
-        // tiles_ready: the launch before this one is this call's gate_up.
+        // tiles_ready: the launch before this one is this call's gate_up
+        // (FP8: its quantizer of H).
         if (plan.fp8)
-          run_fp8_gemm(runtime_, OpKind::down, shape_, quant_, plan.down, w, a, v, stream);
+          run_fp8_gemm(runtime_, OpKind::down, shape_, quant_, plan.down, w, a, v, stream, /*tiles_ready=*/true);
         else
           run_gemm(runtime_, OpKind::down, shape_, quant_, plan.down, w, a, v, stream, /*tiles_ready=*/true);
         break;

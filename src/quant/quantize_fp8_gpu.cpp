@@ -62,18 +62,28 @@ void quantize_fp8_gpu(const KernelRef& kernel, QuantMode mode, DevicePtr in, std
     throw InvalidArgument("quantize_fp8_gpu: kernel is not a loaded quantize_fp8 kernel");
   int c = static_cast<int>(cols);
   std::int64_t out_stride = cols;
-  unsigned grid;
-  if (mode == QuantMode::fp8_per_token) {
-    grid = static_cast<unsigned>(std::min<std::uint64_t>((rows + threads / 32 - 1) / (threads / 32), kMaxGrid));
-    void* args[] = {&in, &in_row_stride, &rows, &c, &codes, &out_stride, &scales};
-    MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(kernel.function, grid, 1, 1, threads, 1, 1, 0, stream, args, nullptr));
-  } else {
-    std::int64_t scale_stride = cols / 32;
-    const std::uint64_t chunks = rows * (cols / 8);
-    grid = static_cast<unsigned>(std::min<std::uint64_t>((chunks + threads - 1) / threads, kMaxGrid));
-    void* args[] = {&in, &in_row_stride, &rows, &c, &codes, &out_stride, &scales, &scale_stride};
-    MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(kernel.function, grid, 1, 1, threads, 1, 1, 0, stream, args, nullptr));
-  }
+  std::int64_t scale_stride = cols / 32;
+  // Per-token: one CTA per row; MXFP8: one thread per 8 elements.
+  const std::uint64_t units = mode == QuantMode::fp8_per_token ? rows : (rows * (cols / 8) + threads - 1) / threads;
+  // Programmatic stream serialization: the kernel waits for the launch before
+  // it (griddepcontrol.wait) before touching memory, and lets the FP8 GEMM
+  // after it launch early (kernels/quantize_fp8.cuh, quant_pdl_enter).
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = static_cast<unsigned>(std::min<std::uint64_t>(units, kMaxGrid));
+  cfg.gridDimY = 1, cfg.gridDimZ = 1;
+  cfg.blockDimX = threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = 0;
+  cfg.hStream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  void* per_token_args[] = {&in, &in_row_stride, &rows, &c, &codes, &out_stride, &scales};
+  void* mxfp8_args[] = {&in, &in_row_stride, &rows, &c, &codes, &out_stride, &scales, &scale_stride};
+  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernelEx(&cfg, kernel.function,
+                                                  mode == QuantMode::fp8_per_token ? per_token_args : mxfp8_args,
+                                                  nullptr));
 }
 
 void quantize_fp8_gpu(Runtime& runtime, QuantMode mode, DevicePtr in, std::int64_t in_row_stride, std::uint64_t rows,
