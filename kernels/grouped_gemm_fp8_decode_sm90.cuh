@@ -1,16 +1,12 @@
-// FP8 grouped GEMM for decode (a bucket averaging at most 8 routed rows per
-// expert hit; an expert with more gets several 8-row tiles), sm_90a: out^T =
-// W X^T with mma.sync m16n8k32 e4m3 -> f32, e4m3 weights as the A operand (16
-// weight rows per MMA), up to 8 routed rows of one expert as B. Same semantics
-// and scales as grouped_gemm_fp8_sm90.cuh: every k32 product moves into the
-// fp32 accumulator; per-token (MX 0): v = (acc * sa) * sw in the epilogue (sa
-// per activation row, sw per expert (WSCALE 0) or per output channel (1));
-// MXFP8 (MX 1): acc += (t * sa) * sw per 32-block, E8M0 scales of the block's
-// activation row and weight row (0x00 = 2^-127, 0xFF = NaN).
+// FP8 per-token grouped GEMM for decode (a bucket averaging at most 8 routed
+// rows per expert hit; an expert with more gets several 8-row tiles), sm_90a: out^T = W X^T with mma.sync m16n8k32 e4m3 -> f32, e4m3
+// weights as the A operand (16 weight rows per MMA), up to 8 routed rows of
+// one expert as B. Same semantics and scales as grouped_gemm_fp8_sm90.cuh's
+// per-token mode: every k32 product moves into the fp32 accumulator, and
+// v = (acc * sa) * sw in the epilogue (sa per activation row, sw per expert
+// (WSCALE 0) or per output channel (1)).
 // Parameters: GroupedGemmParams (a: e4m3 rows, a_row_stride in bytes; a_scales:
-// fp32 per row of a, or (MX) E8M0 [rows of a, K/32] with a_scale_row_stride
-// bytes between rows; w: e4m3 [E, N, K]; w_scales: fp32 [E] or [E, N], or (MX)
-// E8M0 [E, N, K/32]); the
+// fp32 per row of a; w: e4m3 [E, N, K]; w_scales: fp32 [E] or [E, N]); the
 // tile lists hold 8-row m-tiles. At <= 32 routes the host may pass topk_ids
 // instead: every warp then routes them itself (decode_routing.cuh), and
 // gate_up's CTA (0, 0) writes the routing outputs for down and the combine.
@@ -45,9 +41,7 @@
 //           least 4 units, so KSEG = 4 and every warp row owns whole segments)
 //   DEPTH : units of 64 k in flight per warp (12 registers each)
 //   CTAS  : resident CTAs per SM asked of ptxas
-//   MX    : 0 per-token scales, 1 MXFP8 block scales
-// Requirements (host): K % 16 == 0 (MX: K % 64 == 0), N % 16 == 0, N * K < 2^32
-// (32-bit row offsets).
+// Requirements (host): K % 16 == 0, N % 16 == 0, N * K < 2^32 (32-bit row offsets).
 
 namespace moejit {
 
@@ -58,23 +52,7 @@ __device__ __forceinline__ void ldg_v4_act(const void* ptr, u32 (&r)[4]) {
                : "l"(ptr));
 }
 
-// E8M0 byte `which` (0, 1) of a 16-bit pair of block scales, as fp32 (e8m0_to_f32).
-__device__ __forceinline__ float e8m0_of_pair(u32 pair, int which) { return e8m0_to_f32((pair >> (8 * which)) & 0xFFu); }
-
-// Two adjacent E8M0 block scales (the first in the low byte), read-only path
-// with a 256-byte L2 prefetch: one 16-bit load where the address is even (the
-// rows' offsets are even, so the parity is the base's, the same in every lane),
-// else two byte loads.
-__device__ __forceinline__ u32 ldg_scale_pair(const u8* ptr) {
-  if ((reinterpret_cast<unsigned long long>(ptr) & 1ull) == 0ull) {
-    u16 v;
-    asm volatile("ld.global.nc.L2::256B.u16 %0, [%1];" : "=h"(v) : "l"(ptr));
-    return v;
-  }
-  return ldg_u8(ptr) | (ldg_u8(ptr + 1) << 8);
-}
-
-template <int WN, int KW, int DEPTH, int CTAS, int MX, int WSCALE, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT,
+template <int WN, int KW, int DEPTH, int CTAS, int WSCALE, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT,
           bool OUT_F32>
 __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_kernel(const GroupedGemmParams p) {
   constexpr int kUnit = 64;  // k per unit: 16 bytes per lane and row
@@ -140,37 +118,18 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
   const int u_begin = (int)(((i64)nu * seg_begin) / KSEG);
   const int u_end = (int)(((i64)nu * seg_end) / KSEG);
 
-  // Register ring: per unit, weight rows g / g + 8 and the activation column;
-  // MX: their E8M0 scales of the unit's two blocks (rows g / g + 8, columns
-  // 2q / 2q + 1; block 2u in the low byte).
+  // Register ring: per unit, weight rows g / g + 8 and the activation column.
   u32 ra[DEPTH][2][4], rb[DEPTH][4];
-  u32 rsw[MX ? DEPTH : 1][2], rsa[MX ? DEPTH : 1][2];
-  // MX: the weight rows' scale offsets from the expert's first row (K / 32
-  // bytes per row, even: the host takes K % 64 == 0), and (after the wait) the
-  // activation scale rows of columns 2q, 2q + 1.
-  const u32 kb = (u32)K / 32u;
-  const u8* ws_expert = MX ? (const u8*)p.w_scales + (i64)expert * N * kb : nullptr;
-  u32 ws_off[2] = {0u, 0u};
-  if (MX) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      ws_off[h] = grp_ok ? (u32)physical_row<ACT>(group_row<ACT>(L0, g + 8 * h), N) * kb : 0u;
-  }
-  const u8* sa_row[2] = {nullptr, nullptr};
   auto unit_ok = [&](int u) { return u < u_end && kUnit * u + 16 * (q + 1) <= K; };  // past K: zeros
-  // Past K (or past N) the weights are zero and the scales 1 (0x7F): a stray
-  // NaN scale would turn the zero products into NaN.
   auto load_w = [&](int d, int u) {
     const bool ok = unit_ok(u) && grp_ok;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (ok) {
         ldg_stream_v4(w_expert + w_off[h] + kUnit * u, ra[d][h]);
-        if (MX) rsw[d][h] = ldg_scale_pair(ws_expert + ws_off[h] + 2 * u);
       } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) ra[d][h][j] = 0u;
-        if (MX) rsw[d][h] = 0x7F7Fu;
       }
     }
   };
@@ -178,14 +137,9 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
   auto load_x = [&](int d, int u) {
     if (unit_ok(u)) {
       ldg_v4_act(x_row + kUnit * u, rb[d]);
-      if (MX) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) rsa[d][c] = ldg_scale_pair(sa_row[c] + 2 * u);
-      }
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j) rb[d][j] = 0u;
-      if (MX) rsa[d][0] = rsa[d][1] = 0x7F7Fu;
     }
   };
 
@@ -206,56 +160,15 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
     seg_next = (int)(((i64)nu * (seg + 1)) / KSEG);
   };
   auto compute = [&](int d) {
-    if constexpr (MX) {
-      // One MMA per 32-block. Lane q holds bytes [16q, 16q + 16) of the unit
-      // (block q / 2); partners q and q ^ 2 swap their upper 8 bytes, so that
-      // every lane holds 8 bytes of each block: block 0 of lane q < 2 is its own
-      // words 0, 1, of lane q >= 2 the partner's words 2, 3 (and the reverse for
-      // block 1). The four lanes of a row then cover each block once, and the
-      // activation column is exchanged the same way: MMA m sums exactly block
-      // 2u + m, whose scales multiply its fp32 products.
-      const bool low = q < 2;
-      u32 wb[2][2][2], xb[2][2];  // [block][half][word], [block][word]
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const u32 x0 = __shfl_xor_sync(0xffffffffu, ra[d][h][2], 2);
-        const u32 x1 = __shfl_xor_sync(0xffffffffu, ra[d][h][3], 2);
-        wb[0][h][0] = low ? ra[d][h][0] : x0;
-        wb[0][h][1] = low ? ra[d][h][1] : x1;
-        wb[1][h][0] = low ? x0 : ra[d][h][0];
-        wb[1][h][1] = low ? x1 : ra[d][h][1];
-      }
-      {
-        const u32 x0 = __shfl_xor_sync(0xffffffffu, rb[d][2], 2);
-        const u32 x1 = __shfl_xor_sync(0xffffffffu, rb[d][3], 2);
-        xb[0][0] = low ? rb[d][0] : x0;
-        xb[0][1] = low ? rb[d][1] : x1;
-        xb[1][0] = low ? x0 : rb[d][0];
-        xb[1][1] = low ? x1 : rb[d][1];
-      }
+    for (int m = 0; m < 2; ++m) {
+      // MMA m: words 2m (logical k 4q..4q+3) and 2m + 1 (16 + 4q..) of each
+      // row and of the activation column.
+      float t[4];
+      mma_e4m3_16832_zero(t, ra[d][0][2 * m], ra[d][1][2 * m], ra[d][0][2 * m + 1], ra[d][1][2 * m + 1],
+                          rb[d][2 * m], rb[d][2 * m + 1]);
 #pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        float t[4];
-        mma_e4m3_16832_zero(t, wb[m][0][0], wb[m][1][0], wb[m][0][1], wb[m][1][1], xb[m][0], xb[m][1]);
-        const float sw0 = e8m0_of_pair(rsw[d][0], m), sw1 = e8m0_of_pair(rsw[d][1], m);
-        const float sa0 = e8m0_of_pair(rsa[d][0], m), sa1 = e8m0_of_pair(rsa[d][1], m);
-        // t0, t1: weight row g, columns 2q, 2q + 1; t2, t3: row g + 8.
-        acc[0] = fmaf(t[0] * sa0, sw0, acc[0]);
-        acc[1] = fmaf(t[1] * sa1, sw0, acc[1]);
-        acc[2] = fmaf(t[2] * sa0, sw1, acc[2]);
-        acc[3] = fmaf(t[3] * sa1, sw1, acc[3]);
-      }
-    } else {
-#pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        // MMA m: words 2m (logical k 4q..4q+3) and 2m + 1 (16 + 4q..) of each
-        // row and of the activation column.
-        float t[4];
-        mma_e4m3_16832_zero(t, ra[d][0][2 * m], ra[d][1][2 * m], ra[d][0][2 * m + 1], ra[d][1][2 * m + 1],
-                            rb[d][2 * m], rb[d][2 * m + 1]);
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[c] += t[c];
-      }
+      for (int c = 0; c < 4; ++c) acc[c] += t[c];
     }
   };
 
@@ -265,10 +178,6 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
   // The activation row (and, in gate_up, sorted_route, which with in-warp
   // routing gate_up's CTA (0, 0) writes) only from here.
   x_row = (const u8*)p.a + src_of(g) * p.a_row_stride + 16 * q;
-  if (MX) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) sa_row[c] = (const u8*)p.a_scales + src_of(2 * q + c) * p.a_scale_row_stride;
-  }
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) load_x(d, u_begin + d);
   for (int u = u_begin; u < u_end; u += DEPTH) {
@@ -299,17 +208,14 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
   }
   if (!grp_ok) return;
   // v0, v1: weight row g, token columns 2q, 2q + 1; v2, v3: row g + 8.
-  // Per-token scales once here (MX: applied per block in the loop).
-  if (!MX) {
-    const float sa[2] = {p.a_scales[src_of(2 * q)], p.a_scales[src_of(2 * q + 1)]};
-    const float* ws = (const float*)p.w_scales;
+  const float sa[2] = {p.a_scales[src_of(2 * q)], p.a_scales[src_of(2 * q + 1)]};
+  const float* ws = (const float*)p.w_scales;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float sw =
-          WSCALE == 1 ? ws[(i64)expert * N + physical_row<ACT>(group_row<ACT>(L0, g + 8 * h), N)] : ws[expert];
+  for (int h = 0; h < 2; ++h) {
+    const float sw =
+        WSCALE == 1 ? ws[(i64)expert * N + physical_row<ACT>(group_row<ACT>(L0, g + 8 * h), N)] : ws[expert];
 #pragma unroll
-      for (int c = 0; c < 2; ++c) v[2 * h + c] = (v[2 * h + c] * sa[c]) * sw;
-    }
+    for (int c = 0; c < 2; ++c) v[2 * h + c] = (v[2 * h + c] * sa[c]) * sw;
   }
   float bias2[2], gamma2[2];
   swapab_bias_pair<ACT, BIAS>(p, N, expert, L0, g, true, bias2);

@@ -49,11 +49,8 @@ struct GroupedGemmParams {
   // TMA warp-specialized kernel: the routing kernel's expert_offsets [E + 1]
   // (first sorted row of each expert), which orders its work items by expert.
   const int* expert_offsets;
-  // FP8 per-token (TMA warp-specialized and decode kernels): fp32 scale of each
-  // row of a. MXFP8 (decode kernel): E8M0 [rows of a, K/32] bytes, rows
-  // a_scale_row_stride bytes apart.
+  // FP8 per-token (TMA warp-specialized kernel): fp32 scale of each row of a.
   const float* a_scales;
-  i64 a_scale_row_stride;
 };
 
 // Bytes per weight row in the shared scale table: the row's K/32 scales plus up

@@ -83,9 +83,7 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
     while (c.stages > 2 && c.smem_bytes(key.quant) > kMaxSmem) --c.stages;
     return c;
   }
-  // MXFP8 needs whole 64-k units (two 32-blocks per unit, K % 64 == 0).
-  const bool decode_format = key.quant == QuantMode::fp8_per_token || key.k % 64 == 0;
-  if (decode_format && avg <= 8 && key.experts <= 128 &&
+  if (key.quant == QuantMode::fp8_per_token && avg <= 8 && key.experts <= 128 &&
       std::uint64_t(key.n) * key.k <= 0xFFFFFFFFull) {  // the kernel's 32-bit row offsets within an expert
     // Decode: the weight stream (kernels/grouped_gemm_fp8_decode_sm90.cuh).
     // 24 warps per SM at <= 85 registers (ctas x 32 wn kw threads = 768);
@@ -93,17 +91,15 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
     // resident at once (132 SMs x 24 warps), so no CTA waits for a second
     // wave. Three units of 64 k in flight per warp: 72 KB per SM (24 warps x
     // 3 x 1 KB), about twice what the copy rate times a DRAM latency needs;
-    // a fourth spills at 80 registers. MXFP8: the same 16 bytes per lane and
-    // row, exchanged between lane pairs so that each MMA sums one 32-block.
-    // Layers of more than 128 experts (DeepSeek-V3: 256) stay on the mma.sync
-    // kernel: with up to 220 experts hit and K = 2048 in down this kernel
-    // measured 1.16x (T = 8) and 1.53x (T = 64) the mma.sync kernel's layer
-    // time (fp8_per_token).
+    // a fourth spills at 80 registers. MXFP8 stays on the mma.sync kernel: its
+    // 32-blocks allow 8 bytes per lane and row only, and that form of this
+    // kernel was slower than the mma.sync one at every decode T measured.
+    // Layers of more than 128 experts (DeepSeek-V3: 256) stay there too: with
+    // up to 220 experts hit and K = 2048 in down this kernel measured 1.16x
+    // (T = 8) and 1.53x (T = 64) the mma.sync kernel's layer time.
     c.decode = true;
     c.wn = 2;
-    // MXFP8's two scale pairs per unit and ring slot: depth 3 spills at 80
-    // registers; depth 2 measured within 5 % of 3 in the per-token form.
-    c.depth = key.quant == QuantMode::mxfp8 ? 2 : 3;
+    c.depth = 3;
     const std::uint64_t columns = (key.n + 15) / 16 * hit;  // 16-row warp columns of the grid
     const std::uint64_t units = (key.k + 63) / 64;
     c.kw = 1;

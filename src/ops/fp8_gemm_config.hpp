@@ -20,8 +20,7 @@ struct Fp8GemmConfig {
   // weight rows (the accumulator and the promoted partial sum both fit),
   // 384 threads, one CTA per SM; stages is its ring depth.
   bool ws = false;
-  // fp8_per_token, and mxfp8 with K % 64 == 0, at most 8 routed rows per
-  // expert hit, at most 128 experts: the decode kernel
+  // fp8_per_token at most 8 routed rows per expert hit: the decode kernel
   // (kernels/grouped_gemm_fp8_decode_sm90.cuh): weights as the A operand,
   // 8-row m-tiles, wn warps of 16 weight rows along N, kw warps along K,
   // depth units of 64 k in flight per warp, ctas resident per SM.

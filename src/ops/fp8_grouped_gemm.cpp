@@ -83,8 +83,7 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
     }
     ks.name_expression = "moejit::grouped_gemm_fp8_decode_kernel<" + std::to_string(c.wn) + ", " +
                          std::to_string(c.kw) + ", " + std::to_string(c.depth) + ", " + std::to_string(c.ctas) +
-                         ", " + (key.quant == QuantMode::mxfp8 ? "1" : "0") + ", " +
-                         (key.weight_scale == WeightScale::per_channel ? "1" : "0") + ", " +
+                         ", " + (key.weight_scale == WeightScale::per_channel ? "1" : "0") + ", " +
                          std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
                          b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ">";
   } else if (c.ws) {
@@ -164,8 +163,7 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
   if (c.decode) {
     GroupedGemmParamsArg g{};
     fill_common(g, key, a);
-    g.a_scales = ptr<const float>(a.a_scales);  // MXFP8: E8M0 bytes
-    g.a_scale_row_stride = scale_stride;
+    g.a_scales = ptr<const float>(a.a_scales);
     g.tiles_ready = a.tiles_ready ? 1 : 0;
     if (a.topk_ids) {
       g.topk_ids = ptr<const int>(a.topk_ids);

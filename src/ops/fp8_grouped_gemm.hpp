@@ -1,8 +1,7 @@
 #pragma once
 // Host side of the FP8 grouped GEMM family (kernels/grouped_gemm_fp8_sm90.cuh;
 // kernels/grouped_gemm_tma_ws_sm90.cuh for fp8_per_token past 24 rows per expert;
-// kernels/grouped_gemm_fp8_decode_sm90.cuh for fp8_per_token (and mxfp8 with
-// K % 64 == 0) decode buckets,
+// kernels/grouped_gemm_fp8_decode_sm90.cuh for fp8_per_token decode buckets,
 // at most 8 rows per expert hit on average, layers of at most 128 experts):
 // the launch of one specialization over routing metadata already on the device.
 // The MoE layer (src/ops/moe_layer.cpp) and the GPU tests call it.

@@ -124,10 +124,9 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
         const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
         CHECK(c.ws == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit > 24));
         if (c.ws) CHECK((c.bm() == 128 && c.bn() == 128 && c.threads() == 384));
-        // The decode kernel: fp8_per_token (mxfp8: K % 64 == 0) at most 8 rows per expert
-        // hit, 8-row m-tiles, 24 resident warps per SM, K split over 1, 2 or 4 warps.
-        const bool decode_format = q == QuantMode::fp8_per_token || key.k % 64 == 0;
-        CHECK(c.decode == (decode_format && (rows + hit - 1) / hit <= 8 && key.experts <= 128 &&
+        // The decode kernel: fp8_per_token at most 8 rows per expert hit, 8-row m-tiles, 24
+        // resident warps per SM, K split over 1, 2 or 4 warps.
+        CHECK(c.decode == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit <= 8 && key.experts <= 128 &&
                            std::uint64_t(key.n) * key.k <= 0xFFFFFFFFull));
         if (c.decode) {
           CHECK(c.bm() == 8);
@@ -146,14 +145,9 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
   }
   const auto small = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::mxfp8, 1, Target{}));
   const auto big = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::mxfp8, 16384, Target{}));
-  CHECK(small.decode);  // K = 2880 = 45 units of 64: MXFP8 decodes on the decode kernel
-  CHECK(small.bm() == 8);
+  CHECK(!small.decode);  // MXFP8 decodes on the mma.sync kernel
+  CHECK(small.bm() == 16);
   CHECK(big.bm() > small.bm());
-  MoeLayerShape k_odd = gpt_oss();
-  k_odd.hidden = 2848;  // K % 64 == 32: MXFP8 needs whole units, so the mma.sync kernel
-  const auto odd = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, k_odd, QuantMode::mxfp8, 1, Target{}));
-  CHECK(!odd.decode);
-  CHECK(odd.bm() == 16);
   const auto pt = ops::choose_fp8_config(ops::gemm_key(OpKind::gate_up, gpt_oss(), QuantMode::fp8_per_token,
                                                        WeightScale::per_expert, 1, Target{}));
   CHECK(pt.decode);

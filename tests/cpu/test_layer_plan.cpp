@@ -70,6 +70,7 @@ TEST_CASE("layer plan: keys, configs and steps agree with the per-op functions f
         const ops::Fp8GemmConfig cg = ops::choose_fp8_config(gu), cd = ops::choose_fp8_config(dn);
         CHECK(p.fused_route == (cg.fr && cd.fr));
         CHECK(cg.fr == (cg.decode && std::uint64_t(b) * s.top_k <= 32));
+        if (c.quant == QuantMode::mxfp8) CHECK_FALSE(p.fused_route);
         CHECK(p.tail_bucket == 0);
       } else {
         const ops::GemmConfig cg = ops::choose_config(gu), cd = ops::choose_config(dn);
