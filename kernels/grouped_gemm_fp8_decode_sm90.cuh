@@ -175,8 +175,9 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) load_w(d, u_begin + d);
   if (p.tiles_ready) pdl_wait();
-  // The activation row (and, in gate_up, sorted_route, which with in-warp
-  // routing gate_up's CTA (0, 0) writes) only from here.
+  // The quantizer's outputs (activation codes and scales) only from here, and
+  // the routing kernel's sorted_route when it ran (with in-warp routing gate_up
+  // takes the rows from its own routing, fr_src).
   x_row = (const u8*)p.a + src_of(g) * p.a_row_stride + 16 * q;
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) load_x(d, u_begin + d);

@@ -30,11 +30,12 @@ struct GroupedGemmParams {
   float act_alpha, act_limit;
   int wait_at_exit;          // mxfp4_wgmma split-tail launch: griddepcontrol.wait before exiting, not at the start
   int tiles_ready;           // decode kernels: topk_ids, the routing kernel's tile lists and sorted_route (when it
-                             // ran), the weights and the bias were complete before the previous launch on the
-                             // stream started (MoeLayer::run: MXFP4 down right after gate_up; FP8 gate_up and
-                             // down right after their activation quantizer): read the tile fields (or route,
-                             // FR), issue the first weight loads (MXFP4: and load the bias) before
-                             // griddepcontrol.wait; with FR sorted_route is gate_up's output and waits
+                             // ran), the weights and the bias were written before the previous launch on the
+                             // stream, which waits for its own predecessors before it lets this one start
+                             // (MoeLayer::run: MXFP4 down right after gate_up; FP8 gate_up and down right after
+                             // their activation quantizer): read the tile fields (or route, FR), issue the first
+                             // weight loads (MXFP4: and load the bias) before griddepcontrol.wait; with FR
+                             // sorted_route is gate_up's output and waits
   // Decode with FR (<= 32 routes; MXFP4: the FR template argument, FP8
   // per-token: topk_ids non-null): every warp routes topk_ids itself;
   // warp 0 of gate_up's CTA (0, 0) writes the routing outputs (the layer then

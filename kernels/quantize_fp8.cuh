@@ -58,7 +58,11 @@ __device__ __forceinline__ void store8(u8* p, const u32 (&code)[8]) {
 // Launched with programmatic stream serialization (src/quant/quantize_fp8_gpu.cpp):
 // wait for the launch before this one (which may write the input) before the
 // first read or write, then let the next launch (the FP8 GEMM, which waits
-// for this one in turn) start its prologue.
+// for this one in turn) start its prologue. The order is part of the
+// contract: a decode GEMM with tiles_ready reads topk_ids, the tile lists and
+// the weights before its own wait, and gate_up's CTA (0, 0) writes the
+// routing outputs there, which is safe only because this kernel let it start
+// after every earlier launch had finished.
 __device__ __forceinline__ void quant_pdl_enter() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -67,10 +71,10 @@ __device__ __forceinline__ void quant_pdl_enter() {
 // Per-token: one CTA per row (grid-stride over rows), each thread a few 8-element
 // chunks. Why a whole CTA: a row is a chain of dependent steps (load, amax,
 // one IEEE division per element, the integer encoder), and at decode there
-// are only T rows (X) or T * top_k (H); one warp per row ran that chain at
-// one instruction in flight (19 us for one gpt-oss row of 2880), a CTA runs it
-// THREADS / 32 times as wide. The amax is a maximum, so the split does not
-// change a bit.
+// are only T rows (X) or T * top_k (H); a single warp per row would run that
+// chain one instruction at a time on one SM (ncu: 19 us for one gpt-oss row of
+// 2880), a CTA runs it THREADS / 32 times as wide. The amax is a maximum, so
+// the split does not change a bit.
 template <int THREADS>
 __global__ void __launch_bounds__(THREADS)
 quantize_fp8_per_token_kernel(const u16* in, i64 in_row_stride, u64 rows, int cols, u8* out, i64 out_row_stride,

@@ -159,6 +159,12 @@ SpecKey quantize_fp8_key(QuantMode mode, std::uint32_t cols, const Target& targe
 // cols] (contiguous, 8-byte aligned) and scales (see above). Asynchronous.
 // rows == 0 launches nothing. Throws InvalidArgument naming the argument
 // (mode, cols, stride, null or misaligned pointer), DriverError.
+// The kernel launches with programmatic stream serialization: it waits for the
+// previous launch on the stream before it reads or writes, then at once allows
+// the next launch to start early. A kernel launched after it with that
+// attribute (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) must call
+// griddepcontrol.wait (cudaGridDependencySynchronize) before it reads the
+// codes or scales; launches without the attribute see ordinary stream order.
 void quantize_fp8_gpu(const KernelRef& kernel, QuantMode mode, DevicePtr in, std::int64_t in_row_stride,
                       std::uint64_t rows, std::uint32_t cols, DevicePtr codes, DevicePtr scales, CUstream stream);
 // The same through the Runtime (kernel by quantize_fp8_key(mode, cols, target)).

@@ -144,22 +144,32 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
     bad("sorted_route/tile_*", 0, "routing metadata pointer is null");
   if (a.topk_ids && key.router_weight && !a.sorted_route) bad("sorted_route", 0, "null (the router weights go through it)");
   if (a.max_tiles > 65535) bad("max_tiles", a.max_tiles, "too many m-tiles for one launch (> 65535)");
-  if (a.max_tiles == 0) return;
-  const std::int64_t scale_stride = a.a_scale_row_stride ? a.a_scale_row_stride : std::int64_t(key.k / 32);
-  if (key.quant == QuantMode::mxfp8 && scale_stride < std::int64_t(key.k / 32))
-    bad("a_scale_row_stride", static_cast<std::uint64_t>(scale_stride), "must be >= K/32");
   if ((a.tiles_ready || a.topk_ids) && !c.decode)
     bad("tiles_ready/topk_ids", 1, "only the decode kernel takes them (" + c.to_string() + ")");
   if (a.topk_ids) {
     if (!c.fr) bad("topk_ids", a.topk_ids, "in-warp routing needs a decode bucket of <= 32 routes (" + c.to_string() + ")");
+    if (a.topk_ids % 4) bad("topk_ids", a.topk_ids, "must be 4-byte aligned (int32)");
     if (a.num_routes == 0 || a.num_routes > 32 ||
         std::uint64_t(a.num_routes) > std::uint64_t(key.token_bucket) * key.top_k)
       bad("num_routes", a.num_routes, "must be 1..32 and fit the key's bucket (T * top_k)");
-    if (key.op == OpKind::gate_up &&
-        (!a.route_expert_offsets || !a.route_sorted_route || !a.route_route_row || !a.route_tiles[0] ||
-         !a.route_tiles[1] || !a.route_tiles[2] || !a.route_tiles[3]))
-      bad("route_*", 0, "gate_up with in-warp routing writes the routing outputs: null pointer");
+    // The kernel builds its own tile list: every tile of it needs a CTA row
+    // (grid.y) and, in gate_up, a slot of route_tiles.
+    const std::uint32_t tiles = max_m_tiles(a.num_routes, key.experts, c.bm());
+    if (a.max_tiles < tiles)
+      bad("max_tiles", a.max_tiles,
+          "in-warp routing of " + std::to_string(a.num_routes) + " routes needs >= " + std::to_string(tiles));
+    if (key.op == OpKind::gate_up) {
+      const DevicePtr outs[] = {a.route_expert_offsets, a.route_sorted_route, a.route_route_row, a.route_tiles[0],
+                                a.route_tiles[1],       a.route_tiles[2],     a.route_tiles[3]};
+      for (DevicePtr o : outs)
+        if (!o || o % 4) bad("route_*", o, "gate_up with in-warp routing writes the routing outputs: each must be "
+                                           "non-null and 4-byte aligned (int32)");
+    }
   }
+  if (a.max_tiles == 0) return;
+  const std::int64_t scale_stride = a.a_scale_row_stride ? a.a_scale_row_stride : std::int64_t(key.k / 32);
+  if (key.quant == QuantMode::mxfp8 && scale_stride < std::int64_t(key.k / 32))
+    bad("a_scale_row_stride", static_cast<std::uint64_t>(scale_stride), "must be >= K/32");
   if (c.decode) {
     GroupedGemmParamsArg g{};
     fill_common(g, key, a);

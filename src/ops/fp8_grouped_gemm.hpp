@@ -43,11 +43,14 @@ struct Fp8GemmArgs {
   std::uint32_t max_tiles = 0;  // an upper bound of *num_tiles (0 launches nothing): grid.y, or the
                                 // persistent kernel's grid.x bound
   // Decode kernel only (choose_fp8_config(key).decode):
-  //   tiles_ready: the launch just before this one on the stream started after
-  //     topk_ids, the tile lists and the weights were complete (MoeLayer::run:
+  //   tiles_ready: the launch just before this one on the stream waits
+  //     (griddepcontrol.wait) for the launches before it before it lets this
+  //     one start (griddepcontrol.launch_dependents), and topk_ids, the tile
+  //     lists and the weights were written before that launch (MoeLayer::run:
   //     this call's activation quantizer); the kernel then reads them before
-  //     its griddepcontrol.wait. False for a launch that cannot know.
-  //   topk_ids int32 [num_routes] (num_routes <= 32, choose_fp8_config(key).fr):
+  //     its own griddepcontrol.wait. False for a launch that cannot know.
+  //   topk_ids int32 [num_routes] (num_routes <= 32, choose_fp8_config(key).fr;
+  //     max_tiles >= max_m_tiles(num_routes, E, 8)):
   //     every warp routes them itself and the tile lists are not read; gate_up
   //     (key.op) also writes the routing outputs route_expert_offsets [E + 1],
   //     sorted_route [num_routes], route_row [num_routes] and route_tiles
