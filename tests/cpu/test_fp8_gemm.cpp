@@ -15,6 +15,8 @@
 #include "moejit/error.hpp"
 #include "moejit/moe_layer.hpp"
 #include "ops/fp8_gemm_config.hpp"
+#include "ops/fp8_grouped_gemm.hpp"
+#include "ops/grouped_gemm_config.hpp"
 #include "ops/moe_keys.hpp"
 #include "reference/moe_reference.hpp"
 #include "reference/rng.hpp"
@@ -156,6 +158,91 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
   e256.experts = 256;  // more than 128 experts: the mma.sync kernel (measured faster there)
   CHECK(!ops::choose_fp8_config(ops::gemm_key(OpKind::down, e256, QuantMode::fp8_per_token, WeightScale::per_expert,
                                               8, Target{})).decode);
+}
+
+TEST_CASE("fp8 gemm: in-warp routing arguments are refused before anything launches", "[fp8][launch]") {
+  // Every case below fails a check, so the launch (which needs a driver) is
+  // never reached; the kernel handle only has to be non-null.
+  auto key_at = [](OpKind op, std::uint32_t bucket) {
+    return ops::gemm_key(op, gpt_oss(), QuantMode::fp8_per_token, WeightScale::per_expert, bucket, Target{});
+  };
+  auto args_for = [](const SpecKey& key, std::uint32_t T) {
+    ops::Fp8GemmArgs a;
+    a.a = 0x10000, a.a_row_stride = key.k, a.a_scales = 0x20000, a.w = 0x30000, a.w_scales = 0x40000;
+    a.bias = 0x50000, a.gamma = key.router_weight ? 0x60000 : 0, a.out = 0x70000;
+    a.out_row_stride = key.op == OpKind::gate_up ? key.n / 2 : key.n;
+    a.sorted_route = 0x80000, a.tile_expert = 0x81000, a.tile_row_begin = 0x82000, a.tile_row_end = 0x83000;
+    a.num_tiles = 0x84000;
+    a.topk_ids = 0x90000;
+    a.num_routes = T * key.top_k;
+    a.route_expert_offsets = 0xA0000, a.route_sorted_route = 0xA1000, a.route_route_row = 0xA2000;
+    for (int i = 0; i < 4; ++i) a.route_tiles[i] = 0xB0000 + 0x1000 * i;
+    a.max_tiles = ops::max_m_tiles(a.num_routes, key.experts, 8);
+    return a;
+  };
+  KernelRef k;
+  k.function = reinterpret_cast<CUfunction>(std::uintptr_t(0x1));
+  auto refused = [&](const SpecKey& key, const ops::Fp8GemmArgs& a, const char* field) {
+    INFO(field);
+    k.launch.block_threads = static_cast<std::uint32_t>(ops::choose_fp8_config(key).threads());
+    CHECK_THROWS_AS(ops::launch_fp8_grouped_gemm(k, key, a, nullptr), InvalidArgument);
+    CHECK_THROWS_WITH(ops::launch_fp8_grouped_gemm(k, key, a, nullptr), Catch::Contains(field));
+  };
+  const SpecKey gu1 = key_at(OpKind::gate_up, 1), dn8 = key_at(OpKind::down, 8);
+  REQUIRE(ops::choose_fp8_config(gu1).fr);
+  REQUIRE(ops::choose_fp8_config(dn8).fr);
+  // Not a decode bucket of <= 32 routes.
+  const SpecKey gu64 = key_at(OpKind::gate_up, 64), gu4096 = key_at(OpKind::gate_up, 4096);
+  REQUIRE(ops::choose_fp8_config(gu64).decode);
+  REQUIRE_FALSE(ops::choose_fp8_config(gu64).fr);
+  refused(gu64, args_for(gu64, 8), "Fp8GemmArgs.topk_ids");
+  refused(gu4096, args_for(gu4096, 8), "tiles_ready/topk_ids");
+  {
+    ops::Fp8GemmArgs a = args_for(gu4096, 8);
+    a.topk_ids = 0;
+    a.tiles_ready = true;
+    refused(gu4096, a, "tiles_ready/topk_ids");
+  }
+  // Misaligned topk_ids, route counts out of range, too few tiles.
+  {
+    ops::Fp8GemmArgs a = args_for(gu1, 1);
+    a.topk_ids += 2;
+    refused(gu1, a, "Fp8GemmArgs.topk_ids");
+  }
+  for (std::uint32_t routes : {0u, 33u}) {  // 1..32
+    ops::Fp8GemmArgs a = args_for(dn8, 8);
+    a.num_routes = routes;
+    refused(dn8, a, "Fp8GemmArgs.num_routes");
+  }
+  {
+    ops::Fp8GemmArgs a = args_for(gu1, 1);
+    a.num_routes = 5;  // more than the bucket of T = 1 holds (top_k = 4)
+    refused(gu1, a, "Fp8GemmArgs.num_routes");
+  }
+  {
+    ops::Fp8GemmArgs a = args_for(dn8, 8);
+    a.max_tiles -= 1;
+    refused(dn8, a, "Fp8GemmArgs.max_tiles");
+    a.max_tiles = 0;  // an empty launch is no exemption
+    refused(dn8, a, "Fp8GemmArgs.max_tiles");
+  }
+  // gate_up writes the routing outputs: each must be there and 4-byte aligned.
+  for (int which = 0; which < 7; ++which) {
+    for (bool null_it : {true, false}) {
+      ops::Fp8GemmArgs a = args_for(gu1, 1);
+      DevicePtr* outs[] = {&a.route_expert_offsets, &a.route_sorted_route, &a.route_route_row, &a.route_tiles[0],
+                           &a.route_tiles[1],       &a.route_tiles[2],     &a.route_tiles[3]};
+      *outs[which] = null_it ? 0 : *outs[which] + 1;
+      refused(gu1, a, "Fp8GemmArgs.route_*");
+    }
+  }
+  // down reads none of them, but the router weights go through sorted_route.
+  {
+    ops::Fp8GemmArgs a = args_for(dn8, 8);
+    a.route_expert_offsets = a.route_sorted_route = a.route_route_row = 0;
+    a.sorted_route = 0;
+    refused(dn8, a, "Fp8GemmArgs.sorted_route");
+  }
 }
 
 TEST_CASE("fp8 gemm: every variant compiles with NVRTC for sm_90a without spills", "[fp8][codegen][nvrtc]") {
