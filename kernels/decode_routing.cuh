@@ -1,10 +1,19 @@
 // Routing of at most 32 routes inside each warp of a decode grouped GEMM
 // (grouped_gemm_mxfp4_decode_sm90.cuh with FR, grouped_gemm_fp8_decode_sm90.cuh
 // when p.topk_ids is set): at <= 32 routes the GEMMs route topk_ids
-// themselves and MoeLayer::run launches no routing kernel. Needs
-// grouped_gemm_params.cuh.
+// themselves and MoeLayer::run launches no routing kernel; and the exit of a
+// decode CTA that has no tile. Needs
+// grouped_gemm_params.cuh and common.cuh (pdl_wait).
 
 namespace moejit {
+
+// A decode CTA with no tile leaves through here. With p.tiles_ready it still
+// waits: were every CTA to leave unwaited (all routes dropped), the launch
+// could complete before the one it follows, and the next launch's wait would
+// no longer cover that one. The caller returns after it.
+__device__ __forceinline__ void decode_leave_without_tile(const GroupedGemmParams& p) {
+  if (p.tiles_ready) pdl_wait();
+}
 
 // Routing of at most 32 routes by one warp (the decode GEMMs' FR): the ranges of
 // kernels/moe_routing.cuh with 8-row tiles, rows inside an expert in route

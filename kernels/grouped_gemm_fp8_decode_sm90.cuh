@@ -81,12 +81,9 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
     row_begin = tile < num_tiles ? p.tile_row_begin[tile] : 0;
     row_end = tile < num_tiles ? p.tile_row_end[tile] : 0;
   }
-  // A CTA with no tile (or a dropped route's -1 expert from a tile list made
-  // elsewhere) still waits (tiles_ready): were every CTA to leave unwaited,
-  // this launch could complete before the one it follows, and the next
-  // launch's wait would no longer cover it.
+  // No tile, or a dropped route's -1 expert from a tile list made elsewhere.
   if (tile >= num_tiles || expert < 0) {
-    if (p.tiles_ready) pdl_wait();
+    decode_leave_without_tile(p);
     return;
   }
   const int N = p.n, K = p.k;

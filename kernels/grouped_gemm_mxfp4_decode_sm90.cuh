@@ -84,11 +84,8 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_
     row_begin = p.tile_row_begin[tile];
     row_end = p.tile_row_end[tile];
   }
-  // A CTA past the tile count still waits (tiles_ready): were every CTA to
-  // leave unwaited (all routes dropped), this launch could complete before
-  // the one it follows, and the next launch's wait would no longer cover it.
   if (tile >= num_tiles) {
-    if (p.tiles_ready) pdl_wait();
+    decode_leave_without_tile(p);
     return;
   }
   const int N = p.n, K = p.k;

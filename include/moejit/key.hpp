@@ -41,8 +41,7 @@ WeightScale parse_weight_scale(std::string_view);
 
 // Version of the binary packing that SpecKey::hash() hashes (docs/key.md). It is
 // the first packed byte; bump it whenever a field, a field's meaning or an enum's
-// numeric value changes. The packing it versions has the in_dtype field, and route
-// and combine keys carry E and top_k in experts / top_k (k = 0).
+// numeric value changes. docs/key.md lists the packed fields and their offsets.
 inline constexpr std::uint8_t kKeyHashVersion = 2;
 
 // Every field has one meaning for every op; a field an op does not depend on

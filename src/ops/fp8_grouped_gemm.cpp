@@ -6,6 +6,7 @@
 
 #include "codegen/families.hpp"
 #include "driver/cuda_api.hpp"
+#include "driver/programmatic_launch.hpp"
 #include "moejit/error.hpp"
 #include "ops/device_ptr.hpp"
 #include "ops/fp8_gemm_config.hpp"
@@ -187,20 +188,11 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
     // Programmatic stream serialization (as the layer's routing, quantizers,
     // bf16 / MXFP4 GEMMs and combine; the other FP8 GEMMs launch without it):
     // the kernel waits (griddepcontrol.wait) before its first read.
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig cfg{};
-    cfg.gridDimX = static_cast<unsigned>((key.n + c.bn() - 1) / c.bn());
-    cfg.gridDimY = a.max_tiles;
-    cfg.gridDimZ = 1;
-    cfg.blockDimX = kernel.launch.block_threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-    cfg.sharedMemBytes = kernel.launch.dynamic_smem_bytes;
-    cfg.hStream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
     void* args[] = {&g};
-    MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernelEx(&cfg, kernel.function, args, nullptr));
+    driver::launch_programmatic(kernel.function,
+                                {static_cast<unsigned>((key.n + c.bn() - 1) / c.bn()), a.max_tiles, 1,
+                                 kernel.launch.block_threads, kernel.launch.dynamic_smem_bytes},
+                                stream, args);
     return;
   }
   if (c.ws) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "driver/cuda_api.hpp"
+#include "driver/programmatic_launch.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
 #include "ops/device_ptr.hpp"
@@ -70,26 +71,16 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   return l;
 }
 
-// Programmatic stream serialization: the kernel may launch before the previous
-// one on the stream finishes; it waits in-kernel (pdl_wait in kernels/common.cuh)
-// before touching memory that launch writes. Hides the launch latency between
-// the layer's kernels (route and combine are mostly that at small T; at <= 32
-// routes the decode GEMMs route themselves and no routing kernel runs).
+// Programmatic stream serialization (driver/programmatic_launch.hpp): hides the
+// launch latency between the layer's kernels (route and combine are mostly that
+// at small T; at <= 32 routes the decode GEMMs route themselves and no routing
+// kernel runs).
 // map: the kernel's second parameter, a TMA tensor map, or null (one parameter).
 void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream, unsigned gz = 1,
             const CUtensorMap* map = nullptr) {
   void* args[] = {params, const_cast<CUtensorMap*>(map)};
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig cfg{};
-  cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
-  cfg.blockDimX = k.launch.block_threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = k.launch.dynamic_smem_bytes;
-  cfg.hStream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernelEx(&cfg, k.function, args, nullptr));
+  driver::launch_programmatic(k.function, {gx, gy, gz, k.launch.block_threads, k.launch.dynamic_smem_bytes}, stream,
+                              args);
 }
 
 

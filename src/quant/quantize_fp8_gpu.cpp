@@ -4,6 +4,7 @@
 #include <string>
 
 #include "driver/cuda_api.hpp"
+#include "driver/programmatic_launch.hpp"
 #include "moejit/error.hpp"
 #include "moejit/quant.hpp"
 
@@ -68,22 +69,11 @@ void quantize_fp8_gpu(const KernelRef& kernel, QuantMode mode, DevicePtr in, std
   // Programmatic stream serialization: the kernel waits for the launch before
   // it (griddepcontrol.wait) before touching memory, and lets the FP8 GEMM
   // after it launch early (kernels/quantize_fp8.cuh, quant_pdl_enter).
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig cfg{};
-  cfg.gridDimX = static_cast<unsigned>(std::min<std::uint64_t>(units, kMaxGrid));
-  cfg.gridDimY = 1, cfg.gridDimZ = 1;
-  cfg.blockDimX = threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = 0;
-  cfg.hStream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
   void* per_token_args[] = {&in, &in_row_stride, &rows, &c, &codes, &out_stride, &scales};
   void* mxfp8_args[] = {&in, &in_row_stride, &rows, &c, &codes, &out_stride, &scales, &scale_stride};
-  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernelEx(&cfg, kernel.function,
-                                                  mode == QuantMode::fp8_per_token ? per_token_args : mxfp8_args,
-                                                  nullptr));
+  driver::launch_programmatic(kernel.function,
+                              {static_cast<unsigned>(std::min<std::uint64_t>(units, kMaxGrid)), 1, 1, threads, 0},
+                              stream, mode == QuantMode::fp8_per_token ? per_token_args : mxfp8_args);
 }
 
 void quantize_fp8_gpu(Runtime& runtime, QuantMode mode, DevicePtr in, std::int64_t in_row_stride, std::uint64_t rows,
