@@ -136,6 +136,12 @@ __device__ __forceinline__ u32 lds32(u32 addr) {
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(a) : "r"(addr));
   return a;
 }
+__device__ __forceinline__ void sts128(u32 addr, u32 a, u32 b, u32 c, u32 d) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+__device__ __forceinline__ void sts32(u32 addr, u32 a) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(a) : "memory");
+}
 __device__ __forceinline__ u32 lds8(u32 addr) {
   u16 a;
   asm volatile("ld.shared.u8 %0, [%1];" : "=h"(a) : "r"(addr));

@@ -15,7 +15,7 @@ struct GroupedGemmParams {
   const u16* a;              // bf16 (TMA WS FP8: e4m3) activations; gate_up: X [T, K]; down: H [rows, K]
   i64 a_row_stride;          // elements between rows of a
   const u8* w;               // bf16 [E, N, K] or packed e2m1 [E, N, K/2], contiguous
-  const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4), or fp32 [E] / [E, N] (TMA WS FP8), contiguous
+  const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4, MXFP8), or fp32 [E] / [E, N] (TMA WS FP8 per-token), contiguous
   const void* bias;          // [E, N] f32 or bf16, contiguous, or null
   const float* gamma;        // router weights [T * top_k], indexed by route id
   void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [S, rows, N] or bf16 [rows, N] (S = 1)
@@ -50,8 +50,10 @@ struct GroupedGemmParams {
   // TMA warp-specialized kernel: the routing kernel's expert_offsets [E + 1]
   // (first sorted row of each expert), which orders its work items by expert.
   const int* expert_offsets;
-  // FP8 per-token (TMA warp-specialized kernel): fp32 scale of each row of a.
+  // TMA warp-specialized kernel, FP8 per-token: fp32 scale of each row of a;
+  // MXFP8: E8M0 [rows of a, K/32], rows a_scale_row_stride bytes apart.
   const float* a_scales;
+  i64 a_scale_row_stride;
 };
 
 // Bytes per weight row in the shared scale table: the row's K/32 scales plus up

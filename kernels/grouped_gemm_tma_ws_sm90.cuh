@@ -80,21 +80,33 @@
 namespace moejit {
 
 enum { kTmaWsBf16 = 0, kTmaWsE4m3 = 1 };                          // ELEM: operand type
-enum { kTmaWsScaleNone = 0, kTmaWsScaleExpert = 1, kTmaWsScaleChannel = 2 };  // SCALE (FP8 per-token: sa * sw)
+// SCALE: FP8 per-token (sa * sw in the epilogue) or MXFP8 (E8M0 block scales of
+// both operands on every 32-K partial sum).
+enum { kTmaWsScaleNone = 0, kTmaWsScaleExpert = 1, kTmaWsScaleChannel = 2, kTmaWsScaleBlock = 3 };
 
 // Register budgets per role (setmaxnreg; the CTA's pool: the consumers take
 // at most what the producer gives up).
+// MXFP8: the producer also holds the slice's scale codes and their source
+// rows (72), and the consumers' partial sums are half the per-token ones (216).
+template <bool MX>
 struct TmaWsRegs {
-  static constexpr int kLaunch = 168, kProducer = 56, kConsumer = 224;
+  static constexpr int kLaunch = 168, kProducer = MX ? 96 : 56, kConsumer = MX ? 200 : 224;
   static_assert(128 * (kLaunch - kProducer) >= 256 * (kConsumer - kLaunch), "the consumers take what the producer releases");
 };
 
-template <int BN>
+template <int BN, bool MX = false>
 struct TmaWsLayout {
   static constexpr int kBm = 128;
   static constexpr int kXBytes = kBm * 128;  // activation rows of a slice, 128-byte swizzled
   static constexpr int kWBytes = BN * 128;   // weight rows of a slice, 128-byte swizzled
-  static constexpr int kStageBytes = kXBytes + kWBytes;
+  // MXFP8: a slice's four 32-blocks of E8M0 scales as fp32, activation rows
+  // [row][block] (2048 bytes), then weight rows [block][half][q][20] (2560
+  // bytes; see the consumer: 16 used, 4 of padding that spread the four q
+  // across the shared-memory banks).
+  static constexpr int kSaBytes = MX ? kBm * 4 * 4 : 0;
+  static constexpr int kSwQStride = 20;  // floats
+  static constexpr int kSBytes = MX ? kSaBytes + 4 * 2 * 4 * kSwQStride * 4 : 0;
+  static constexpr int kStageBytes = kXBytes + kWBytes + kSBytes;
   static constexpr int kThreads = 384;
 };
 
@@ -132,10 +144,116 @@ __device__ __forceinline__ float tma_ws_bias(const void* bias, i64 i) {
   if (BIAS == kBiasBf16) return bf16_bits_to_f32(((const u16*)bias)[i]);
   return 0.f;
 }
+// MXFP8 K loop of one work item for an active consumer warpgroup (BN = 128):
+// for every 32-block j of K, half 0 then half 1: wgmma m64n64k32 into a fresh
+// partial sum, then acc[half] = fma(part * sa(row, j), sw(column, j), acc) in
+// K order. While one half is scaled the other half's wgmma runs (one group in
+// flight). `it` is the ring position of the item's first slice; each slot is
+// released once its last half retired. row = the thread's first accumulator
+// row in its warpgroup (the second is row + 8), q = lane % 4.
+template <int BN, int STAGES>
+struct TmaWsMxLoop {
+  static_assert(BN == 128, "MXFP8: two halves of 64 weight rows");
+  using L = TmaWsLayout<BN, true>;
+  float (&acc)[BN / 2];
+  float (&pa)[32];
+  float (&pb)[32];
+  u32 x_ring, w_ring, s_ring, full_bar, empty_bar;
+  int it, wg, row, q, lane;
+
+  __device__ __forceinline__ void desc(int slot, int b, int h, u64& da, u64& db) const {
+    da = ws_desc_sw128(x_ring + slot * L::kXBytes + wg * 64 * 128) + 2 * b;
+    db = ws_desc_sw128(w_ring + slot * L::kWBytes + h * 64 * 128) + 2 * b;
+  }
+  // acc[32 h + 4 i + 2 hh + t] (n8 block i of half h, row row + 8 hh, column
+  // 8 i + 2 q + t) += part * sa[hh] * sw[2 i + t].
+  __device__ __forceinline__ void scale_half(const float (&part)[32], int h, u32 sw_addr, float sa_lo, float sa_hi) {
+    float sw[16];
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      u32 x0, x1, x2, x3;
+      lds128(sw_addr + 16 * v, x0, x1, x2, x3);
+      sw[4 * v] = __uint_as_float(x0);
+      sw[4 * v + 1] = __uint_as_float(x1);
+      sw[4 * v + 2] = __uint_as_float(x2);
+      sw[4 * v + 3] = __uint_as_float(x3);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          float& a = acc[32 * h + 4 * i + 2 * hh + t];
+          a = fmaf(part[4 * i + 2 * hh + t] * (hh ? sa_hi : sa_lo), sw[2 * i + t], a);
+        }
+  }
+  // The first half of the item's first block.
+  __device__ __forceinline__ void start() {
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    mbar_wait(full_bar + 8 * (it % STAGES), (it / STAGES) & 1);
+    u64 da, db;
+    desc(it % STAGES, 0, 0, da, db);
+    ws_wgmma_fence();
+    wgmma_m64n64k32_e4m3_ss_fresh(pa, da, db);
+    ws_wgmma_commit();
+  }
+  // Slice kt, entered with its first half in flight. The last slice of the
+  // item (LAST) issues nothing after its last half: a separate copy of the
+  // code, so that no wgmma is in flight past the item's loop.
+  template <bool LAST>
+  __device__ __forceinline__ void slice(int kt) {
+    const int slot = (it + kt) % STAGES;
+    const u32 ss = s_ring + slot * L::kSBytes;
+    u32 a0, a1, a2, a3, b0, b1, b2, b3;
+    lds128(ss + (wg * 64 + row) * 16, a0, a1, a2, a3);
+    lds128(ss + (wg * 64 + row + 8) * 16, b0, b1, b2, b3);
+    const float sa_lo[4] = {__uint_as_float(a0), __uint_as_float(a1), __uint_as_float(a2), __uint_as_float(a3)};
+    const float sa_hi[4] = {__uint_as_float(b0), __uint_as_float(b1), __uint_as_float(b2), __uint_as_float(b3)};
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      u64 da, db;
+      desc(slot, b, 1, da, db);
+      ws_wgmma_fence();
+      wgmma_m64n64k32_e4m3_ss_fresh(pb, da, db);
+      ws_wgmma_commit();
+      // Half 0 of block b retired. At b = 0 that half was issued before the
+      // slice (another basic block): ptxas then serializes every wgmma of the
+      // kernel (C7514) unless both halves retire here.
+      if (b == 0) ws_wgmma_wait<0>();
+      else ws_wgmma_wait<1>();
+      ws_fence_operands(pa);
+      scale_half(pa, 0, ss + L::kSaBytes + ((b * 2 + 0) * 4 + q) * L::kSwQStride * 4, sa_lo[b], sa_hi[b]);
+      if (!LAST || b < 3) {
+        const int ns = b < 3 ? slot : (it + kt + 1) % STAGES;
+        if (b == 3) mbar_wait(full_bar + 8 * ns, ((it + kt + 1) / STAGES) & 1);
+        desc(ns, (b + 1) & 3, 0, da, db);
+        ws_wgmma_fence();
+        wgmma_m64n64k32_e4m3_ss_fresh(pa, da, db);
+        ws_wgmma_commit();
+        ws_wgmma_wait<1>();  // half 1 of block b retired
+      } else {
+        ws_wgmma_wait<0>();
+      }
+      ws_fence_operands(pb);
+      scale_half(pb, 1, ss + L::kSaBytes + ((b * 2 + 1) * 4 + q) * L::kSwQStride * 4, sa_lo[b], sa_hi[b]);
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_bar + 8 * slot);
+  }
+  __device__ __forceinline__ void run(int KT) {
+    start();
+    for (int kt = 0; kt + 1 < KT; ++kt) slice<false>(kt);
+    slice<true>(KT - 1);
+  }
+};
+
 template <int ELEM, int SCALE, int BN, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32,
           bool K_TAIL>
 __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const GroupedGemmParams p, const __grid_constant__ TensorMap w_map) {
-  using L = TmaWsLayout<BN>;
+  constexpr bool MX = SCALE == kTmaWsScaleBlock;
+  using L = TmaWsLayout<BN, MX>;
   static_assert(BN == 128 || BN == 256, "BN: 128 or 256 weight rows");
   static_assert(STAGES >= 2, "a ring of at least two slices");
   static_assert(!(OUT_F32 && ACT != kActNone), "gated activations write bf16");
@@ -152,12 +270,13 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const u32 x_ring = base;                          // STAGES * kXBytes (1024-byte aligned slots)
   const u32 w_ring = x_ring + STAGES * L::kXBytes;  // STAGES * kWBytes
-  const u32 full_bar = w_ring + STAGES * L::kWBytes;  // STAGES mbarriers: slice landed
+  const u32 s_ring = w_ring + STAGES * L::kWBytes;    // STAGES * kSBytes (MXFP8 scales)
+  const u32 full_bar = s_ring + STAGES * L::kSBytes;  // STAGES mbarriers: slice landed
   const u32 empty_bar = full_bar + STAGES * 8;        // STAGES mbarriers: slot free
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full_bar + 8 * s, 128);  // every producer thread
+      mbar_init(full_bar + 8 * s, MX ? 256 : 128);  // every producer thread (MXFP8: twice, below)
       mbar_init(empty_bar + 8 * s, 8);   // every consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the TMA unit
@@ -174,7 +293,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
 
   if (warp < 4) {
     // ---------------- producer ----------------
-    setmaxnreg_dec<TmaWsRegs::kProducer>();
+    setmaxnreg_dec<TmaWsRegs<MX>::kProducer>();
     if (tid == 0) tma_prefetch(&w_map);
     const int unit = tid & 7, row0 = tid >> 3;  // 16-byte unit of a 128-byte row; rows row0 + 16 j
     int it = 0;
@@ -187,9 +306,35 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
         const int r = row_begin + row0 + 16 * j;
         xrow[j] = r < row_end ? (GATHER ? p.sorted_route[r] / p.top_k : r) : -1;
       }
+      // MXFP8: this thread copies the E8M0 scales of activation row `tid` and
+      // weight ring row `tid` (null: out of range, its data is zero: scale 1).
+      const u8* sa_src = nullptr;
+      const u8* sw_src = nullptr;
+      if constexpr (MX) {
+        const int r = row_begin + tid;
+        if (r < row_end)
+          sa_src = (const u8*)p.a_scales + (i64)(GATHER ? p.sorted_route[r] / p.top_k : r) * p.a_scale_row_stride;
+        int phys = -1;
+        if constexpr (GATED) {
+          const int h = tid / (BN / 2), c = c0 + tid % (BN / 2);
+          if (c < NOUT) phys = ACT == kActSiluGated ? (h ? (N >> 1) + c : c) : 2 * c + h;
+        } else if (c0 + tid < N) {
+          phys = c0 + tid;
+        }
+        if (phys >= 0) sw_src = p.w_scales + ((i64)expert * N + phys) * (K / 32);
+      }
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int slot = it % STAGES;
         const u32 full = full_bar + 8 * slot;
+        u32 ea[4], ew[4];  // MXFP8: the slice's four E8M0 codes of both rows, loaded before the wait
+        if constexpr (MX) {
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            const int kb = kt * 4 + b;
+            ea[b] = sa_src && kb < K / 32 ? (u32)__ldg(sa_src + kb) : 127u;
+            ew[b] = sw_src && kb < K / 32 ? (u32)__ldg(sw_src + kb) : 127u;
+          }
+        }
         mbar_wait(empty_bar + 8 * slot, ((it / STAGES) & 1) ^ 1);
         const u32 ws = w_ring + slot * L::kWBytes;
         if (tid == 0) {
@@ -215,6 +360,19 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
           cp_async_16(xs + r * 128 + ((unit ^ (r & 7)) << 4), src, live ? 16u : 0u);
         }
         cp_async_mbar_arrive(full_bar + 8 * slot);
+        if constexpr (MX) {
+          // Stored through registers (scale rows of K / 32 bytes are not
+          // 4-byte aligned for cp.async); the release arrive publishes them.
+          const u32 ss = s_ring + slot * L::kSBytes;
+          sts128(ss + tid * 16, __float_as_uint(e8m0_to_f32(ea[0])), __float_as_uint(e8m0_to_f32(ea[1])),
+                 __float_as_uint(e8m0_to_f32(ea[2])), __float_as_uint(e8m0_to_f32(ea[3])));
+          const int h = tid >> 6, i = (tid >> 3) & 7, q = (tid >> 1) & 3, t = tid & 1;
+#pragma unroll
+          for (int b = 0; b < 4; ++b)
+            sts32(ss + L::kSaBytes + ((((b * 2 + h) * 4 + q) * L::kSwQStride) + 2 * i + t) * 4,
+                  __float_as_uint(e8m0_to_f32(ew[b])));
+          mbar_arrive(full);
+        }
       }
     }
     cp_async_wait_n<0>();
@@ -222,7 +380,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   }
 
   // ---------------- consumers ----------------
-  setmaxnreg_inc<TmaWsRegs::kConsumer>();
+  setmaxnreg_inc<TmaWsRegs<MX>::kConsumer>();
   const int wg = (warp - 4) >> 2;        // consumer warpgroup: tile rows 64 wg .. 64 wg + 63
   const int wr16 = ((warp - 4) & 3) * 16;  // the warp's 16 rows inside them
   const int g = lane >> 2, q = lane & 3;
@@ -236,18 +394,31 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   // accumulator on the CUDA cores (promotion every 128 K). Without it the
   // float64 reference measured relative errors of 1.2e-2 on gpt-oss-120b
   // (K = 2880) and Mixtral (K = 14336) down projections; bf16 accumulates in place.
-  constexpr bool PROMOTE = ELEM == kTmaWsE4m3;
+  constexpr bool PROMOTE = ELEM == kTmaWsE4m3 && !MX;
   float acc[BN / 2];
   float part[PROMOTE ? BN / 2 : 1];
+  // MXFP8: each 32-block's product in a fresh partial sum per 64-column half
+  // of the tile (pa: ring rows 0-63, pb: 64-127), scaled on the CUDA cores by
+  // the block's activation-row and weight-row scales into acc:
+  // acc = fma(part * sa, sw, acc), in K order. The halves alternate, so one
+  // half's wgmma runs while the other half is scaled.
+  float pa[MX ? 32 : 1], pb[MX ? 32 : 1];
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const TmaWsItem w = tma_ws_item<BM>(p, item, NB);
     const int c0 = w.nb * NC, expert = w.expert, row_begin = w.row_begin, row_end = w.row_end;
     const bool active = row_begin + 64 * wg < row_end;  // warpgroup-uniform
+    if constexpr (MX) {
+      if (active) {
+        TmaWsMxLoop<BN, STAGES>{acc, pa, pb, x_ring, w_ring, s_ring, full_bar, empty_bar, it, wg, wr16 + g, q, lane}
+            .run(KT);
+        it += KT;
+      }
+    }
     int pending = -1;  // slot whose wgmma group is still in flight
-    for (int kt = 0; kt < KT; ++kt, ++it) {
+    for (int kt = 0; kt < KT && !(MX && active); ++kt, ++it) {
       const int slot = it % STAGES;
       mbar_wait(full_bar + 8 * slot, (it / STAGES) & 1);
-      if (!active) {
+      if (MX || !active) {  // (an active MXFP8 warpgroup ran its K loop above)
         release(slot);
         continue;
       }
@@ -262,6 +433,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
       ws_wgmma_commit();
       if constexpr (PROMOTE) {
         ws_wgmma_wait<0>();  // the slice's partial sum is complete; the other warpgroup keeps the tensor cores busy
+        ws_fence_operands(part);
         release(slot);
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) acc[i] = kt == 0 ? part[i] : acc[i] + part[i];
@@ -285,7 +457,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
 
     // FP8 per-token: the activation scale of each row (X's row is the token).
     float sa_lo = 1.f, sa_hi = 1.f;
-    if constexpr (SCALE != kTmaWsScaleNone) {
+    if constexpr (SCALE == kTmaWsScaleExpert || SCALE == kTmaWsScaleChannel) {
       const float* sa = (const float*)p.a_scales;
       if (r_lo < row_end) sa_lo = sa[GATHER ? p.sorted_route[r_lo] / p.top_k : r_lo];
       if (r_hi < row_end) sa_hi = sa[GATHER ? p.sorted_route[r_hi] / p.top_k : r_hi];
@@ -298,7 +470,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
     const i64 bias_row = (i64)expert * N;
     // acc * sa * sw of weight row `phys` (its expert's physical row).
     auto scaled = [&](float v, int h, i64 phys) {
-      if constexpr (SCALE == kTmaWsScaleNone) return v;
+      if constexpr (SCALE == kTmaWsScaleNone || SCALE == kTmaWsScaleBlock) return v;
       const float w = SCALE == kTmaWsScaleChannel ? sw[bias_row + phys] : sw_expert;
       return (v * (h ? sa_hi : sa_lo)) * w;
     };

@@ -214,6 +214,29 @@ __device__ __forceinline__ void wgmma_m64n256k32_e4m3_ss(float (&d)[128], u64 de
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+// D(64 x 64, f32) = A(64 x 32, e4m3) * B(32 x 64, e4m3), both in shared
+// memory: one MXFP8 block of half a 128-row weight tile (scale-d = 0: a fresh
+// partial sum, which the caller scales by the block's E8M0 scales).
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_ss_fresh(float (&d)[32], u64 desc_a, u64 desc_b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(0));
+}
+
+// Pins registers a wgmma wrote to this point of the program: reads placed
+// after it (and after the ws_wgmma_wait before it) cannot move above the wait.
+template <int N>
+__device__ __forceinline__ void ws_fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 template <int N>
 __device__ __forceinline__ void wgmma_m64k32_e4m3_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, int accumulate) {
   static_assert(N == 128 || N == 256, "SS wgmma: N = 128 or 256");

@@ -15,7 +15,10 @@ constexpr std::uint32_t kMaxSmem = 227 * 1024;
 std::uint32_t Fp8GemmConfig::smem_bytes(QuantMode q) const {
   if (decode) return 0;  // its K-split reduction is static shared memory
   // kernels/grouped_gemm_tma_ws_sm90.cuh, "Shared memory".
-  if (ws) return static_cast<std::uint32_t>(1024 + stages * (128 * 128 + bn() * 128) + stages * 16);
+  // MXFP8 adds each slice's scales as fp32 (TmaWsLayout::kSBytes).
+  if (ws)
+    return static_cast<std::uint32_t>(1024 + stages * (128 * 128 + bn() * 128 + (q == QuantMode::mxfp8 ? 4608 : 0)) +
+                                      stages * 16);
   const int a = bm() * kBK, b = bn() * kBK;
   const int s = q == QuantMode::mxfp8 ? (((bm() + bn()) * (kBK / 32) + 15) / 16) * 16 : 0;
   return static_cast<std::uint32_t>(stages * (a + b + s));
@@ -75,9 +78,10 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
   const std::uint64_t hit = std::max<std::uint64_t>(1, std::min<std::uint64_t>(key.experts, rows));
   const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
-  if (key.quant == QuantMode::fp8_per_token && avg > 24) {
+  if (avg > 24) {
     // Tensor bound: the warp-specialized wgmma kernel, the deepest ring
-    // within 227 KB (kernels/grouped_gemm_tma_ws_sm90.cuh).
+    // within 227 KB (kernels/grouped_gemm_tma_ws_sm90.cuh); MXFP8 applies its
+    // block scales there on every 32-K partial sum.
     c.ws = true;
     c.stages = 8;
     while (c.stages > 2 && c.smem_bytes(key.quant) > kMaxSmem) --c.stages;

@@ -15,10 +15,10 @@ inline bool is_fp8(QuantMode q) { return q == QuantMode::mxfp8 || q == QuantMode
 struct Fp8GemmConfig {
   int warps_m = 1, warps_n = 4, mi = 1, ni = 2, stages = 4;
   bool k_tail = false;  // K % 128 != 0: zero-fill the last k-slice
-  // fp8_per_token past 24 rows per expert: the persistent warp-specialized
+  // Past 24 rows per expert (both modes): the persistent warp-specialized
   // kernel (kernels/grouped_gemm_tma_ws_sm90.cuh): 128-row m-tiles x 128
-  // weight rows (the accumulator and the promoted partial sum both fit),
-  // 384 threads, one CTA per SM; stages is its ring depth.
+  // weight rows (the accumulator and the partial sums both fit), 384
+  // threads, one CTA per SM; stages is its ring depth.
   bool ws = false;
   // fp8_per_token at most 8 routed rows per expert hit: the decode kernel
   // (kernels/grouped_gemm_fp8_decode_sm90.cuh): weights as the A operand,

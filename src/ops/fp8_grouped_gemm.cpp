@@ -89,13 +89,13 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
                          b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ">";
   } else if (c.ws) {
     // The TMA warp-specialized mainloop with e4m3 operands; SCALE 1 per
-    // expert, 2 per channel (kTmaWsScale*).
+    // expert, 2 per channel, 3 MXFP8 block scales (kTmaWsScale*).
     for (const char* f : {"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"}) {
       ks.source += "\n";
       ks.source += kernel_file(f);
     }
-    ks.name_expression = "moejit::grouped_gemm_tma_ws_kernel<1, " +
-                         std::to_string(key.weight_scale == WeightScale::per_channel ? 2 : 1) + ", " +
+    const int scale = key.quant == QuantMode::mxfp8 ? 3 : key.weight_scale == WeightScale::per_channel ? 2 : 1;
+    ks.name_expression = "moejit::grouped_gemm_tma_ws_kernel<1, " + std::to_string(scale) + ", " +
                          std::to_string(c.bn()) + ", " + std::to_string(c.stages) + ", " +
                          std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
                          b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ", " +
@@ -201,6 +201,7 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
     fill_common(g, key, a);
     g.expert_offsets = ptr<const int>(a.expert_offsets);
     g.a_scales = ptr<const float>(a.a_scales);
+    g.a_scale_row_stride = scale_stride;
     g.num_experts = static_cast<int>(key.experts);
     const CUtensorMap map = weight_map(a.w, key.experts, key.n, key.k, 1, key.act, c.bn());
     void* args[] = {&g, const_cast<CUtensorMap*>(&map)};

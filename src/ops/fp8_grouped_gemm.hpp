@@ -1,6 +1,6 @@
 #pragma once
 // Host side of the FP8 grouped GEMM family (kernels/grouped_gemm_fp8_sm90.cuh;
-// kernels/grouped_gemm_tma_ws_sm90.cuh for fp8_per_token past 24 rows per expert;
+// kernels/grouped_gemm_tma_ws_sm90.cuh for both modes past 24 rows per expert;
 // kernels/grouped_gemm_fp8_decode_sm90.cuh for fp8_per_token decode buckets,
 // at most 8 rows per expert hit on average, layers of at most 128 experts):
 // the launch of one specialization over routing metadata already on the device.

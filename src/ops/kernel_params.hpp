@@ -40,6 +40,7 @@ struct GroupedGemmParamsArg {
   int* route_tiles[4];
   const int* expert_offsets;
   const float* a_scales;
+  std::int64_t a_scale_row_stride;
 };
 struct CombineParamsArg {
   const void* y;

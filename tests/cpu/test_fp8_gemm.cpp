@@ -45,8 +45,8 @@ void compile_ok(const SpecKey& key) {
   CHECK(ks.source.find("#include") == std::string::npos);
   const auto out = compiler::compile(ks, Target{90, true}, key.to_text());
   CHECK(!out.cubin.empty());
-  // fp8_per_token past 24 rows per expert runs the TMA warp-specialized
-  // mainloop; at most 8 rows per expert hit, the decode kernel.
+  // Past 24 rows per expert both modes run the TMA warp-specialized
+  // mainloop; fp8_per_token at most 8 rows per expert hit, the decode kernel.
   const auto cfg = ops::choose_fp8_config(key);
   const bool ws = cfg.ws;
   const char* family = ws ? "grouped_gemm_tma_ws_kernel" : cfg.decode ? "grouped_gemm_fp8_decode_kernel" : "grouped_gemm_fp8_kernel";
@@ -120,11 +120,11 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
         CHECK(c.smem_bytes(q) <= 227u * 1024u);
         CHECK(c.stages >= 2);
         if (!c.ws && !c.decode) CHECK((c.bm() * 8) % c.threads() == 0);  // loader contract of the mma.sync kernel
-        // The warp-specialized kernel: fp8_per_token past 24 rows per expert
-        // hit only; 128 x 128 work items, 384 threads.
+        // The warp-specialized kernel: both modes past 24 rows per expert hit;
+        // 128 x 128 work items, 384 threads.
         const std::uint64_t rows = std::uint64_t(bucket) * key.top_k;
         const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
-        CHECK(c.ws == (q == QuantMode::fp8_per_token && (rows + hit - 1) / hit > 24));
+        CHECK(c.ws == ((rows + hit - 1) / hit > 24));
         if (c.ws) CHECK((c.bm() == 128 && c.bn() == 128 && c.threads() == 384));
         // The decode kernel: fp8_per_token at most 8 rows per expert hit, 8-row m-tiles, 24
         // resident warps per SM, K split over 1, 2 or 4 warps.
@@ -142,6 +142,12 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
         CHECK(ks.launch.block_threads == static_cast<std::uint32_t>(c.threads()));
         CHECK(ks.launch.dynamic_smem_bytes == c.smem_bytes(q));
         CHECK((ks.name_expression.find("grouped_gemm_fp8_decode_kernel") != std::string::npos) == c.decode);
+        // MXFP8 on the warp-specialized kernel: SCALE 3 (block scales) and the
+        // per-slice fp32 scale tables in its shared memory.
+        if (c.ws && q == QuantMode::mxfp8) {
+          CHECK(ks.name_expression.find("grouped_gemm_tma_ws_kernel<1, 3, 128,") != std::string::npos);
+          CHECK(c.smem_bytes(q) == 1024u + c.stages * (128u * 128u + 128u * 128u + 4608u) + 16u * c.stages);
+        }
       }
     }
   }
@@ -266,6 +272,12 @@ TEST_CASE("fp8 gemm: every variant compiles with NVRTC for sm_90a without spills
   MoeLayerShape odd;
   odd.hidden = 32, odd.intermediate = 768, odd.experts = 8, odd.top_k = 2, odd.act = Activation::none;
   keys.push_back(ops::gemm_key(OpKind::gate_up, odd, QuantMode::mxfp8, 64, Target{}));
+  // MXFP8 on the warp-specialized kernel: silu_gated with f32 bias (K = 2048,
+  // no k tail), act none with K = 32 (one block of a slice's four) and with
+  // N = 32 (a partial weight tile).
+  keys.push_back(ops::gemm_key(OpKind::gate_up, qb, QuantMode::mxfp8, 4096, Target{}));
+  keys.push_back(ops::gemm_key(OpKind::gate_up, odd, QuantMode::mxfp8, 4096, Target{}));
+  keys.push_back(ops::gemm_key(OpKind::down, odd, QuantMode::mxfp8, 4096, Target{}));
   for (const auto& k : keys) compile_ok(k);
 }
 

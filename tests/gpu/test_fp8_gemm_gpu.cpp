@@ -284,6 +284,14 @@ TEST_CASE("gpu: mxfp8 grouped GEMM matches the float64 reference", "[gpu][fp8][m
     check_problem("qwen3-30b-a3b", Problem{op, q, ws, qwen3_30b_shape(), 300});
     check_problem("odd K=32/N=768", Problem{op, q, ws, odd_shape(), 300});
   }
+  // Past 24 rows per expert (the warp-specialized kernel): silu_gated with
+  // an f32 bias, and one expert holding every row.
+  for (OpKind op : {OpKind::gate_up, OpKind::down}) {
+    Problem pq{op, q, ws, qwen3_30b_shape(), 2049};
+    pq.shape.gate_up_bias = BiasKind::f32;
+    check_problem("qwen3-30b-a3b, f32 bias", pq);
+  }
+  check_problem("one expert, 16392 rows", Problem{OpKind::down, q, ws, qwen3_30b_shape(), 2049, Routing::one_expert});
   check_problem("zero-row experts", Problem{OpKind::down, q, ws, qwen3_30b_shape(), 3});
   check_problem("one expert, all rows", Problem{OpKind::gate_up, q, ws, qwen3_30b_shape(), 300, Routing::one_expert});
   check_problem("E=256 expert 255 only",
@@ -294,7 +302,10 @@ TEST_CASE("gpu: mxfp8 E8M0 edge codes inside real blocks (2^-127, NaN)", "[gpu][
   MoeLayerShape s;
   s.hidden = 256, s.intermediate = 256, s.experts = 4, s.top_k = 2;
   s.act = Activation::none;
-  Problem p{OpKind::gate_up, QuantMode::mxfp8, WeightScale::e8m0_block32, s, 40, Routing::uniform, 80};
+  // 20 rows per expert (the mma.sync kernel) and 200 (the warp-specialized one).
+  const std::uint32_t T = GENERATE(40u, 400u);
+  INFO("T = " << T);
+  Problem p{OpKind::gate_up, QuantMode::mxfp8, WeightScale::e8m0_block32, s, T, Routing::uniform, 2 * T};  // every row
   std::uint32_t tiny_token = 5, nan_token = 9, nan_expert = 2, nan_col = 77;
   p.edit = [&](Fp8Acts& a, Fp8Weights& w, const HostRouting&) {
     const std::uint32_t kb = a.cols / 32;
