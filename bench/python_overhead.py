@@ -7,8 +7,9 @@
 Without --gpu (CPU tensors; where the layer compares CUDA device indices the CPU's -1 stands in):
   - each tensor read the check makes (x.shape, x.stride(), x.get_device(), ...) and the
     per-element forms (x.shape[0], x.stride(1), x.dim()), as Python reads them,
-  - the check on MoeLayer.run's fast path (moejit.torch._fast_args: the same reads made in C++
-    through the CPython API, the four addresses included) against the same checks made in Python
+  - the check on MoeLayer.run's fast path (moejit.torch._fast_args: the same reads made in C++,
+    through torch's DLPack exchange API where torch has one, else through the CPython API; the
+    four addresses included) against the same checks made in Python
     with one call per element (per_element_check below) plus the four address reads,
   - one nanobind call (moejit.round_up_tokens).
 With --gpu: the gpt-oss-120b layer with random MXFP4 weights, prewarmed, for each T, the median
@@ -88,7 +89,8 @@ def cpu_part(iters: int, emit) -> None:
     emit({"what": "check", "name": "four data_ptr() reads", "ns": round(ptrs, 1)})
     emit({"what": "check", "name": "one nanobind call (moejit.round_up_tokens)", "ns": round(nb, 1)})
     emit({"what": "summary", "name": "checks and addresses of one MoeLayer.run call (no launch, no stream)",
-          "fast_path_ns": round(fast, 1), "per_element_ns": round(per_elem + ptrs, 1)})
+          "fast_path_ns": round(fast, 1), "per_element_ns": round(per_elem + ptrs, 1),
+          "dlpack_exchange": mt.dlpack_exchange, "torch": torch.__version__})
 
 
 def one_call_us(fn, sync) -> float:
@@ -183,7 +185,8 @@ def gpu_part(tokens, iters: int, emit) -> bool:
               "run_minus_cpp_spin_us": round(med["run_spin"] - med["cpp_spin"], 2)})
     emit({"what": "gpu_summary", "target": "run - cpp <= 5 us at every T, idle and back to back", "ok": ok and ok_b2b,
           "ok_idle": ok, "ok_back_to_back": ok_b2b,
-          "misses_after_seal": layer.runtime.stats()["misses_after_seal"]})
+          "misses_after_seal": layer.runtime.stats()["misses_after_seal"],
+          "dlpack_exchange": mt.dlpack_exchange, "torch": torch.__version__})
     return ok and ok_b2b
 
 

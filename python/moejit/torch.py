@@ -83,6 +83,10 @@ _stream_of = _raw_stream if _raw_stream is not None else _current_stream_object
 
 
 _moejit._set_torch_dtypes(_BF16, _I32, _F32)
+# Whether the launch path reads each tensor in one C call through torch's DLPack
+# exchange API (torch >= 2.10: torch.Tensor.__dlpack_c_exchange_api__), rather
+# than through about five Python attribute reads per tensor.
+dlpack_exchange: bool = _moejit._set_torch_tensor_type(torch.Tensor)
 
 # MoeLayer.run's check on its fast path, made in C++ (python/src/torch_args.cpp):
 # (T, x row stride, out row stride, and the four addresses, out's 0 when None)
@@ -90,9 +94,10 @@ _moejit._set_torch_dtypes(_BF16, _I32, _F32)
 # (x bfloat16 [T, D] with rows contiguous, 1 <= T <= max_tokens, topk_ids int32 and
 # topk_weights float32 [T, k] contiguous, out None or bfloat16 [T, D] with rows
 # contiguous, all on CUDA device `dev`), else None: then _check names the mismatch.
-# Each property is read once through the tensor's Python attributes, with no
-# interpreter work between the reads. Arguments: (x, topk_ids, topk_weights, out,
-# D, k, max_tokens, dev).
+# Each tensor is read in one C call through the DLPack exchange API (dlpack_exchange
+# below), or else each property once through the tensor's Python attributes, with
+# no interpreter work between the reads. Arguments: (x, topk_ids, topk_weights,
+# out, D, k, max_tokens, dev).
 _fast_args = _moejit._torch_layer_args
 
 

@@ -18,6 +18,7 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "dlpack_exchange.hpp"
 #include "torch_args.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/device.hpp"
@@ -192,6 +193,13 @@ void bind_layer(nb::module_& m) {
       "_set_torch_dtypes",
       [](nb::handle bf16, nb::handle i32, nb::handle f32) { set_torch_dtypes(bf16.ptr(), i32.ptr(), f32.ptr()); },
       "bf16"_a, "i32"_a, "f32"_a, "The torch dtypes TorchLayerCall and _torch_layer_args compare against (set by moejit.torch).");
+  m.def(
+      "_set_torch_tensor_type", [](nb::handle type) { return set_exchange_tensor_type(type.ptr()); }, "type"_a.none(),
+      "The tensor type (torch.Tensor, set by moejit.torch) whose DLPack exchange API TorchLayerCall and\n"
+      "_torch_layer_args read tensors through; returns whether the type publishes one (else they read the\n"
+      "tensors' Python attributes).");
+  m.def("_torch_dlpack_exchange", &exchange_available,
+        "Whether TorchLayerCall reads torch tensors through the DLPack exchange API (one C call per tensor).");
   m.def(
       "_torch_layer_args",
       [](nb::handle x, nb::handle ids, nb::handle gamma, nb::handle out, std::int64_t D, std::int64_t k,

@@ -1,5 +1,7 @@
 #include "torch_args.hpp"
 
+#include "dlpack_exchange.hpp"
+
 namespace moejit::python {
 namespace {
 
@@ -46,7 +48,42 @@ struct Read {
 // topk_weights: is_contiguous() returns one bool where stride() builds a tuple).
 enum class Layout { strides, contiguous };
 
+// The DLPack dtype of the torch dtype object `dtype` (one of g_dtypes).
+bool dl_dtype_is(const DlTensor& d, PyObject* dtype) {
+  if (d.lanes != 1) return false;
+  if (dtype == g_dtypes.bf16) return d.code == kDlBfloat && d.bits == 16;
+  if (dtype == g_dtypes.i32) return d.code == kDlInt && d.bits == 32;
+  if (dtype == g_dtypes.f32) return d.code == kDlFloat && d.bits == 32;
+  return false;
+}
+
+// The same reads through the DLPack exchange API, in one C call. True only
+// when the tensor is 2-D with the dtype, the device (get_device(): the CUDA
+// index, -1 on the CPU) and, for Layout::contiguous, torch's is_contiguous()
+// rule (the stride of a dimension of size 1 does not count); anything else
+// returns false and the attribute reads decide, so both paths accept the same
+// tensors.
+bool read_exchange(PyObject* t, PyObject* dtype, long device, Layout layout, Read& r) {
+  DlTensor d;
+  if (!exchange_read(t, d)) return false;
+  if (d.ndim != 2 || !dl_dtype_is(d, dtype)) return false;
+  const long dv = d.device_type == kDlCuda ? long(d.device_id) : d.device_type == kDlCpu ? -1L : -2L;
+  if (dv != device) return false;
+  r.rows = d.shape[0];
+  r.cols = d.shape[1];
+  r.row_stride = d.strides ? d.strides[0] : r.cols;
+  r.col_stride = d.strides ? d.strides[1] : 1;
+  if (layout == Layout::contiguous) {
+    if ((r.cols > 1 && r.col_stride != 1) || (r.rows > 1 && r.row_stride != r.cols)) return false;
+    r.col_stride = 1;
+    r.row_stride = r.cols;
+  }
+  r.data = reinterpret_cast<std::uintptr_t>(d.data) + d.byte_offset;
+  return true;
+}
+
 bool read(PyObject* t, PyObject* dtype, long device, Layout layout, Read& r) {
+  if (read_exchange(t, dtype, device, layout, r)) return true;
   const Names& n = names();
   if (!n.shape || !n.stride || !n.is_contiguous || !n.dtype || !n.get_device || !n.data_ptr) return false;
   PyObject* d = PyObject_GetAttr(t, n.dtype);

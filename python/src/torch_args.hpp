@@ -1,8 +1,10 @@
 #pragma once
-// The checks on MoeLayer.run's fast path (moejit.torch), made in C++ through
-// the CPython API: torch tensors are read through their Python attributes
-// (dtype, shape, stride() or is_contiguous(), get_device(), data_ptr()), so the extension needs no
-// torch headers and works with any torch. One call replaces about twenty
+// The checks on MoeLayer.run's fast path (moejit.torch), made in C++: each
+// tensor is read in one C call through the DLPack exchange API when its type
+// publishes one (dlpack_exchange.hpp; torch >= 2.10), else through its Python
+// attributes (dtype, shape, stride() or is_contiguous(), get_device(),
+// data_ptr()) with the CPython API. Either way the extension needs no torch
+// headers and works with any torch. One call replaces about twenty
 // Python-level reads and the conversion of ten integer arguments.
 #include <Python.h>
 
