@@ -145,15 +145,17 @@ __device__ __forceinline__ float tma_ws_bias(const void* bias, i64 i) {
   return 0.f;
 }
 // MXFP8 K loop of one work item for an active consumer warpgroup (BN = 128):
-// for every 32-block j of K, half 0 then half 1: wgmma m64n64k32 into a fresh
-// partial sum, then acc[half] = fma(part * sa(row, j), sw(column, j), acc) in
-// K order. While one half is scaled the other half's wgmma runs (one group in
-// flight). `it` is the ring position of the item's first slice; each slot is
-// released once its last half retired. row = the thread's first accumulator
-// row in its warpgroup (the second is row + 8), q = lane % 4.
+// for every 32-block j of K, one wgmma m64n128k32 into a fresh partial sum
+// (columns 0-63 in pa, 64-127 in pb), then acc = fma(part * sa(row, j),
+// sw(column, j), acc) in K order. The first half's weight scales are read from
+// shared memory while the block's wgmma runs; the two consumer warpgroups overlap
+// each other's tensor-core and CUDA-core work. `it` is the ring position of
+// the item's first slice; each slot is released once its last block retired.
+// row = the thread's first accumulator row in its warpgroup (the second is
+// row + 8), q = lane % 4.
 template <int BN, int STAGES>
 struct TmaWsMxLoop {
-  static_assert(BN == 128, "MXFP8: two halves of 64 weight rows");
+  static_assert(BN == 128, "MXFP8: 128 weight rows per work item");
   using L = TmaWsLayout<BN, true>;
   float (&acc)[BN / 2];
   float (&pa)[32];
@@ -161,23 +163,24 @@ struct TmaWsMxLoop {
   u32 x_ring, w_ring, s_ring, full_bar, empty_bar;
   int it, wg, row, q, lane;
 
-  __device__ __forceinline__ void desc(int slot, int b, int h, u64& da, u64& db) const {
-    da = ws_desc_sw128(x_ring + slot * L::kXBytes + wg * 64 * 128) + 2 * b;
-    db = ws_desc_sw128(w_ring + slot * L::kWBytes + h * 64 * 128) + 2 * b;
-  }
-  // acc[32 h + 4 i + 2 hh + t] (n8 block i of half h, row row + 8 hh, column
-  // 8 i + 2 q + t) += part * sa[hh] * sw[2 i + t].
-  __device__ __forceinline__ void scale_half(const float (&part)[32], int h, u32 sw_addr, float sa_lo, float sa_hi) {
-    float sw[16];
+  // The 16 weight-row scales of block b and half h this thread's columns use
+  // (8 i + 2 q + t of the half: sw[2 i + t]).
+  __device__ __forceinline__ void load_sw(u32 ss, int b, int h, float (&sw)[16], int v0 = 0, int v1 = 4) const {
+    const u32 addr = ss + L::kSaBytes + ((b * 2 + h) * 4 + q) * L::kSwQStride * 4;
 #pragma unroll
-    for (int v = 0; v < 4; ++v) {
+    for (int v = v0; v < v1; ++v) {
       u32 x0, x1, x2, x3;
-      lds128(sw_addr + 16 * v, x0, x1, x2, x3);
+      lds128(addr + 16 * v, x0, x1, x2, x3);
       sw[4 * v] = __uint_as_float(x0);
       sw[4 * v + 1] = __uint_as_float(x1);
       sw[4 * v + 2] = __uint_as_float(x2);
       sw[4 * v + 3] = __uint_as_float(x3);
     }
+  }
+  // acc[32 h + 4 i + 2 hh + t] (n8 block i of half h, row row + 8 hh, column
+  // 8 i + 2 q + t) += part * sa[hh] * sw[2 i + t].
+  __device__ __forceinline__ void scale(const float (&part)[32], int h, const float (&sw)[16], float sa_lo,
+                                        float sa_hi) {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
@@ -188,64 +191,38 @@ struct TmaWsMxLoop {
           a = fmaf(part[4 * i + 2 * hh + t] * (hh ? sa_hi : sa_lo), sw[2 * i + t], a);
         }
   }
-  // The first half of the item's first block.
-  __device__ __forceinline__ void start() {
+  __device__ __forceinline__ void run(int KT) {
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-    mbar_wait(full_bar + 8 * (it % STAGES), (it / STAGES) & 1);
-    u64 da, db;
-    desc(it % STAGES, 0, 0, da, db);
-    ws_wgmma_fence();
-    wgmma_m64n64k32_e4m3_ss_fresh(pa, da, db);
-    ws_wgmma_commit();
-  }
-  // Slice kt, entered with its first half in flight. The last slice of the
-  // item (LAST) issues nothing after its last half: a separate copy of the
-  // code, so that no wgmma is in flight past the item's loop.
-  template <bool LAST>
-  __device__ __forceinline__ void slice(int kt) {
-    const int slot = (it + kt) % STAGES;
-    const u32 ss = s_ring + slot * L::kSBytes;
-    u32 a0, a1, a2, a3, b0, b1, b2, b3;
-    lds128(ss + (wg * 64 + row) * 16, a0, a1, a2, a3);
-    lds128(ss + (wg * 64 + row + 8) * 16, b0, b1, b2, b3);
-    const float sa_lo[4] = {__uint_as_float(a0), __uint_as_float(a1), __uint_as_float(a2), __uint_as_float(a3)};
-    const float sa_hi[4] = {__uint_as_float(b0), __uint_as_float(b1), __uint_as_float(b2), __uint_as_float(b3)};
+    for (int kt = 0; kt < KT; ++kt) {
+      const int slot = (it + kt) % STAGES;
+      const u32 ss = s_ring + slot * L::kSBytes;
+      const u64 da = ws_desc_sw128(x_ring + slot * L::kXBytes + wg * 64 * 128);
+      const u64 db = ws_desc_sw128(w_ring + slot * L::kWBytes);
+      mbar_wait(full_bar + 8 * slot, ((it + kt) / STAGES) & 1);
+      u32 a0, a1, a2, a3, b0, b1, b2, b3;
+      lds128(ss + (wg * 64 + row) * 16, a0, a1, a2, a3);
+      lds128(ss + (wg * 64 + row + 8) * 16, b0, b1, b2, b3);
+      const float sa_lo[4] = {__uint_as_float(a0), __uint_as_float(a1), __uint_as_float(a2), __uint_as_float(a3)};
+      const float sa_hi[4] = {__uint_as_float(b0), __uint_as_float(b1), __uint_as_float(b2), __uint_as_float(b3)};
 #pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      u64 da, db;
-      desc(slot, b, 1, da, db);
-      ws_wgmma_fence();
-      wgmma_m64n64k32_e4m3_ss_fresh(pb, da, db);
-      ws_wgmma_commit();
-      // Half 0 of block b retired. At b = 0 that half was issued before the
-      // slice (another basic block): ptxas then serializes every wgmma of the
-      // kernel (C7514) unless both halves retire here.
-      if (b == 0) ws_wgmma_wait<0>();
-      else ws_wgmma_wait<1>();
-      ws_fence_operands(pa);
-      scale_half(pa, 0, ss + L::kSaBytes + ((b * 2 + 0) * 4 + q) * L::kSwQStride * 4, sa_lo[b], sa_hi[b]);
-      if (!LAST || b < 3) {
-        const int ns = b < 3 ? slot : (it + kt + 1) % STAGES;
-        if (b == 3) mbar_wait(full_bar + 8 * ns, ((it + kt + 1) / STAGES) & 1);
-        desc(ns, (b + 1) & 3, 0, da, db);
+      for (int b = 0; b < 4; ++b) {  // 32 bytes of K per block: descriptor address + 2
         ws_wgmma_fence();
-        wgmma_m64n64k32_e4m3_ss_fresh(pa, da, db);
+        wgmma_m64n128k32_e4m3_ss_fresh(pa, pb, da + 2 * b, db + 2 * b);
         ws_wgmma_commit();
-        ws_wgmma_wait<1>();  // half 1 of block b retired
-      } else {
+        float sw[16];
+        load_sw(ss, b, 0, sw, 0, 2);  // half of them while the wgmma runs (all: they spill)
         ws_wgmma_wait<0>();
+        ws_fence_operands(pa);
+        ws_fence_operands(pb);
+        load_sw(ss, b, 0, sw, 2, 4);
+        scale(pa, 0, sw, sa_lo[b], sa_hi[b]);
+        load_sw(ss, b, 1, sw);  // (the registers of both halves' scales would spill)
+        scale(pb, 1, sw, sa_lo[b], sa_hi[b]);
       }
-      ws_fence_operands(pb);
-      scale_half(pb, 1, ss + L::kSaBytes + ((b * 2 + 1) * 4 + q) * L::kSwQStride * 4, sa_lo[b], sa_hi[b]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty_bar + 8 * slot);
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty_bar + 8 * slot);
-  }
-  __device__ __forceinline__ void run(int KT) {
-    start();
-    for (int kt = 0; kt + 1 < KT; ++kt) slice<false>(kt);
-    slice<true>(KT - 1);
   }
 };
 
@@ -323,18 +300,21 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
         }
         if (phys >= 0) sw_src = p.w_scales + ((i64)expert * N + phys) * (K / 32);
       }
+      // MXFP8: the four E8M0 codes of both rows for slice kt, loaded one
+      // slice ahead (their latency overlaps the previous slice's copies).
+      u32 ea[4], ew[4];
+      auto load_codes = [&](int kt) {
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+          const int kb = kt * 4 + b;
+          ea[b] = sa_src && kb < K / 32 ? (u32)__ldg(sa_src + kb) : 127u;
+          ew[b] = sw_src && kb < K / 32 ? (u32)__ldg(sw_src + kb) : 127u;
+        }
+      };
+      if constexpr (MX) load_codes(0);
       for (int kt = 0; kt < KT; ++kt, ++it) {
         const int slot = it % STAGES;
         const u32 full = full_bar + 8 * slot;
-        u32 ea[4], ew[4];  // MXFP8: the slice's four E8M0 codes of both rows, loaded before the wait
-        if constexpr (MX) {
-#pragma unroll
-          for (int b = 0; b < 4; ++b) {
-            const int kb = kt * 4 + b;
-            ea[b] = sa_src && kb < K / 32 ? (u32)__ldg(sa_src + kb) : 127u;
-            ew[b] = sw_src && kb < K / 32 ? (u32)__ldg(sw_src + kb) : 127u;
-          }
-        }
         mbar_wait(empty_bar + 8 * slot, ((it / STAGES) & 1) ^ 1);
         const u32 ws = w_ring + slot * L::kWBytes;
         if (tid == 0) {
@@ -372,6 +352,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
             sts32(ss + L::kSaBytes + ((((b * 2 + h) * 4 + q) * L::kSwQStride) + 2 * i + t) * 4,
                   __float_as_uint(e8m0_to_f32(ew[b])));
           mbar_arrive(full);
+          if (kt + 1 < KT) load_codes(kt + 1);
         }
       }
     }
@@ -397,11 +378,10 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   constexpr bool PROMOTE = ELEM == kTmaWsE4m3 && !MX;
   float acc[BN / 2];
   float part[PROMOTE ? BN / 2 : 1];
-  // MXFP8: each 32-block's product in a fresh partial sum per 64-column half
-  // of the tile (pa: ring rows 0-63, pb: 64-127), scaled on the CUDA cores by
-  // the block's activation-row and weight-row scales into acc:
-  // acc = fma(part * sa, sw, acc), in K order. The halves alternate, so one
-  // half's wgmma runs while the other half is scaled.
+  // MXFP8: each 32-block's product in a fresh partial sum (pa: ring rows
+  // 0-63, pb: 64-127), scaled on the CUDA cores by the block's activation-row
+  // and weight-row scales into acc: acc = fma(part * sa, sw, acc), in K order
+  // (TmaWsMxLoop).
   float pa[MX ? 32 : 1], pb[MX ? 32 : 1];
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const TmaWsItem w = tma_ws_item<BM>(p, item, NB);
