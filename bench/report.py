@@ -377,8 +377,9 @@ def python_host_cost_section(path):
              f", torch {summary.get('torch', '?')}) and of the same `MoeLayer::run` made from C++ "
              "(`MoeLayer.core.host_time_us`). Back to back: calls 2..8 of bursts of eight made without synchronizing, "
              "as a serving loop enqueues layer after layer while the GPU runs the earlier ones. Idle: each call alone "
-             f"on an idle GPU, {fmt(settle)} us of busy waiting after the synchronize (in Python before the Python "
-             "call, in C++ before the C++ call); immediate: the call right after `torch.cuda.synchronize()` (Python) "
+             + (f"on an idle GPU, {fmt(settle)} us of busy waiting after the synchronize (in Python before the Python "
+                "call, in C++ before the C++ call); immediate: " if settle is not None else "on an idle GPU: ")
+             + "the call right after `torch.cuda.synchronize()` (Python) "
              "or the C++ synchronize. `run_ptr` is the bare binding (addresses as integers), immediate; check is the "
              "Python path's own work in a loop (the tensor checks in C++ and the stream query). The JSON lines are in "
              "docs/results-data/python-host-cost/.")

@@ -2,7 +2,7 @@
 // (grouped_gemm_sm90.cuh and grouped_gemm_mxfp4_wgmma_sm90.cuh: routed rows as
 // the MMA's M dimension; grouped_gemm_mxfp4_decode_sm90.cuh: MXFP4 weights as
 // the A operand, "swap AB") and by the TMA warp-specialized kernel
-// (grouped_gemm_tma_ws_sm90.cuh: bf16 and FP8 per-token). The host mirror of
+// (grouped_gemm_tma_ws_sm90.cuh: bf16 and both FP8 modes). The host mirror of
 // GroupedGemmParams is GroupedGemmParamsArg in src/ops/kernel_params.hpp.
 
 namespace moejit {

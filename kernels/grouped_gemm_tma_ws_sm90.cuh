@@ -1,12 +1,15 @@
 // Grouped GEMM for prefill with bf16 or e4m3 operands, sm_90a: persistent,
 // warp-specialized, TMA weight tiles, wgmma with both operands in shared
-// memory ("TMA WS"). One mainloop for the bf16 layer and the FP8 per-token layer:
+// memory ("TMA WS"). One mainloop for the bf16 layer and both FP8 layers:
 //   gate_up: H[r] = act(s(r) * (X[t(r)] @ W1[e]^T) + b1[e]);  down: Y[r] = gamma[r] * (s(r) * (H[r] @ W2[e]^T) + b2[e])
 // with s(r) = 1 for bf16 and sa(row) * sw(e, column) for FP8 per-token
-// (WSCALE: the activation row's fp32 scale a_scales[t(r)] or a_scales[r],
+// (SCALE: the activation row's fp32 scale a_scales[t(r)] or a_scales[r],
 // times the weight scale per expert w_scales[e] or per output channel
 // w_scales[e, physical row]), applied once to the fp32 accumulator in the
-// epilogue: v = (acc * sa) * sw.
+// epilogue: v = (acc * sa) * sw. MXFP8 (SCALE = kTmaWsScaleBlock): the E8M0
+// scales of both operands, per row and 32-K block (a_scales [rows of a, K/32]
+// with row stride a_scale_row_stride, w_scales [E, N, K/32]), on every 32-K
+// partial sum in the K loop (TmaWsMxLoop), none in the epilogue.
 // A work item is a 128-row m-tile of one expert (two consumer warpgroups of
 // 64 routed rows: the wgmma M dimension) times BN weight rows (the wgmma N
 // dimension, 128 or 256), K in slices of 128 bytes (64 bf16 or 128 e4m3). Same
@@ -26,7 +29,9 @@
 //     bytes and every thread's copies have landed; the producer never waits
 //     for data (the cp.async protocol of grouped_gemm_mxfp4_ws_sm90.cuh, where
 //     it is measured). Both tiles are K-major with 128-byte rows, 128-byte
-//     swizzled.
+//     swizzled. MXFP8: each thread also stores the slice's E8M0 scales of one
+//     activation row and one weight ring row as fp32 and arrives a second
+//     time (a release arrival: 256 arrivals per phase).
 //   warpgroups 1 and 2, the consumers: wait on the full mbarrier, issue four
 //     wgmma per slice (m64nBNk16 bf16 or m64nBNk32 e4m3) with both operands
 //     read by descriptor; bf16 keeps one wgmma group in flight and releases
@@ -61,10 +66,13 @@
 // per-thread copies are the activation rows, gives up 112 registers and the
 // consumers take 224 (the pool: 128 * (168 - 56) = 256 * (224 - 168); with 40
 // the producer spills a word).
-// FP8 accumulation: each slice's four e4m3 wgmma write a fresh partial sum
-// that the consumer adds to its fp32 accumulator (promotion every 128 K, in
-// K order: the bits stay a fixed-order sum); with BN = 128 the two register
-// sets fit the consumers' budget.
+// MXFP8: the producer holds the slice's scale codes and their row addresses
+// (96 registers), the consumers the accumulator, one partial sum and the
+// scales (200).
+// FP8 accumulation: per token, each slice's four e4m3 wgmma write a fresh
+// partial sum that the consumer adds to its fp32 accumulator (promotion every
+// 128 K, in K order: the bits stay a fixed-order sum); MXFP8 scales and adds
+// one every 32 K. With BN = 128 both register sets fit the consumers' budget.
 // Bits: each output element is a fixed-order sum over k of wgmma steps of its
 // own routed row and weight row: padding rows cannot change a real row.
 //
@@ -73,9 +81,11 @@
 //   BN     : weight rows per work item, 128 or 256 (accumulators: BN / 2 per consumer thread,
 //            twice that for e4m3); e4m3 takes 128
 //   STAGES : ring depth (>= 2)
-// Shared memory (bytes): 1024 (alignment) + STAGES * (128 * 128 + BN * 128) + STAGES * 16 (mbarriers).
+// Shared memory (bytes): 1024 (alignment) + STAGES * (128 * 128 + BN * 128) + STAGES * 16 (mbarriers),
+// plus STAGES * 4608 for MXFP8 (the scale tables, TmaWsLayout::kSBytes).
 // bf16: K % 32 == 0, K % 64 == 32 zero-fills the second half of the last
-// slice (K_TAIL); e4m3: K % 16 == 0, K_TAIL when K % 128 != 0. N % 16 == 0.
+// slice (K_TAIL); e4m3: K % 16 == 0 (MXFP8: K % 32 == 0), K_TAIL when
+// K % 128 != 0. N % 16 == 0.
 
 namespace moejit {
 
@@ -86,8 +96,8 @@ enum { kTmaWsScaleNone = 0, kTmaWsScaleExpert = 1, kTmaWsScaleChannel = 2, kTmaW
 
 // Register budgets per role (setmaxnreg; the CTA's pool: the consumers take
 // at most what the producer gives up).
-// MXFP8: the producer also holds the slice's scale codes and their source
-// rows (72), and the consumers' partial sums are half the per-token ones (216).
+// MXFP8: the producer holds the slice's scale codes and their row addresses
+// (fewer than 96 spill); the consumers fit in 200.
 template <bool MX>
 struct TmaWsRegs {
   static constexpr int kLaunch = 168, kProducer = MX ? 96 : 56, kConsumer = MX ? 200 : 224;

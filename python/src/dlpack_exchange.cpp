@@ -21,7 +21,8 @@ struct ExchangeApi {
 PyObject* g_type = nullptr;  // strong reference (the GIL guards it)
 const ExchangeApi* g_api = nullptr;
 
-// The table the type publishes, or null (no Python error left set).
+// The version-1 table the type publishes under either name, or null (no Python
+// error left set).
 const ExchangeApi* lookup(PyObject* type) {
   const ExchangeApi* api = nullptr;
   for (const char* name : {"__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"}) {
@@ -37,10 +38,10 @@ const ExchangeApi* lookup(PyObject* type) {
     }
     Py_DECREF(v);
     PyErr_Clear();
-    if (api != nullptr) break;
+    if (api != nullptr && api->major == 1 && api->dltensor_from_py_object_no_sync != nullptr) return api;
+    api = nullptr;
   }
-  if (api == nullptr || api->major != 1 || api->dltensor_from_py_object_no_sync == nullptr) return nullptr;
-  return api;
+  return nullptr;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import moejit  # noqa: E402
 import moejit.torch as mt  # noqa: E402
+from tensor_layouts import assert_both_reads_agree  # noqa: E402
 
 D, K, MAX = 64, 2, 16
 
@@ -30,39 +31,10 @@ def test_fast_path_accepts_what_the_layer_takes():
     assert mt._fast_args(x2, i, w, o2, D, K, MAX, -1) == (5, 3 * D, 3 * D, x2.data_ptr()) + ptrs[1:] + (o2.data_ptr(),)
 
 
-def layouts():
-    """Tensors of every layout the check meets: the layer's own, views with row and
-    column strides, storage offsets, size-1 dimensions with any stride, broadcast rows,
-    transposes, wrong dtypes and ranks, subclasses."""
-    base = torch.zeros((40, 4 * D), dtype=torch.bfloat16)
-    xs = [torch.zeros((T, D), dtype=torch.bfloat16) for T in (1, 5, MAX)]
-    xs += [base[:5, D:2 * D], base[3:8, :D], base[:5, ::4][:, :D], base[:1, :D].as_strided((1, D), (7, 1)),
-           torch.zeros((1, D), dtype=torch.bfloat16).expand(5, D), torch.zeros((D, 5), dtype=torch.bfloat16).t(),
-           torch.zeros((5, D)), torch.zeros((5, 1, D), dtype=torch.bfloat16), torch.nn.Parameter(xs[1].clone(), False)]
-    ids = [torch.zeros((T, K), dtype=torch.int32) for T in (1, 5, MAX)]
-    ids += [torch.zeros((5, 2 * K), dtype=torch.int32)[:, :K], torch.zeros((K, 5), dtype=torch.int32).t(),
-            torch.zeros((1, K), dtype=torch.int32).as_strided((1, K), (99, 1)),
-            torch.zeros((5, 1), dtype=torch.int32).expand(5, K), torch.zeros((5, K), dtype=torch.int64)]
-    ws = [i.to(torch.float32) if i.is_contiguous() else i.float().t().contiguous().t() for i in ids]
-    return xs, ids, ws
-
-
 def test_dlpack_exchange_and_attribute_reads_accept_the_same_tensors():
     if not mt.dlpack_exchange:
         pytest.skip(f"torch {torch.__version__} publishes no DLPack exchange API")
-    xs, ids, ws = layouts()
-    cases = [(x, i, w, o) for x in xs for i in ids[:4] for w in ws[:2] for o in (None, xs[1], xs[4])]
-    cases += [(xs[1], i, w, None) for i in ids for w in ws]
-    got = [mt._fast_args(*c, D, K, MAX, -1) for c in cases]
-    assert any(g is not None for g in got) and any(g is None for g in got)
-    try:
-        assert moejit._moejit._set_torch_tensor_type(None) is False  # attribute reads only
-        assert not moejit._moejit._torch_dlpack_exchange()
-        want = [mt._fast_args(*c, D, K, MAX, -1) for c in cases]
-    finally:
-        assert moejit._moejit._set_torch_tensor_type(torch.Tensor) is True
-    for c, g, e in zip(cases, got, want):
-        assert g == e, [(tuple(t.shape), t.stride(), t.dtype) if t is not None else None for t in c]
+    assert_both_reads_agree(torch.device("cpu"), -1, D, K, MAX)
 
 
 class OnDevice3(torch.Tensor):

@@ -12,6 +12,7 @@ if not torch.cuda.is_available():
 import moejit  # noqa: E402
 import moejit.torch as mt  # noqa: E402
 from reference import dequantize_mxfp4, moe_reference, rel_error  # noqa: E402
+from tensor_layouts import assert_both_reads_agree  # noqa: E402
 
 DEV = torch.device("cuda", 0)
 
@@ -150,6 +151,15 @@ def test_gpt_oss_checkpoint_layout(gpt_oss_20b):
     assert torch.equal(other(x, ids, gamma).view(torch.int16), layer(x, ids, gamma).view(torch.int16))
     with pytest.raises(moejit.InvalidArgument, match="gate_up_proj_blocks"):
         other.load_gpt_oss({}, prefix="experts.")
+
+
+def test_dlpack_exchange_and_attribute_reads_accept_the_same_cuda_tensors():
+    """The exchange path's device mapping (kDLCUDA and its index) against get_device()."""
+    if not mt.dlpack_exchange:
+        pytest.skip(f"torch {torch.__version__} publishes no DLPack exchange API")
+    assert_both_reads_agree(DEV, 0, 64, 2, 16)
+    if torch.cuda.device_count() > 1:
+        assert_both_reads_agree(torch.device("cuda", 1), 1, 64, 2, 16)
 
 
 def test_quantize_mxfp4_op_gpu_equals_cpu():
