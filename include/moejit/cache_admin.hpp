@@ -103,14 +103,33 @@ Entry read_entry(const std::filesystem::path& dir, std::string_view id_prefix,
 // ----------------------------------------------------------------- verify ----
 
 enum class ProblemKind : std::uint8_t {
-  corrupt,      // an entry that fails verification (reason in message)
+  corrupt,      // an entry that fails verification: bad magic, checksum, size, header, address (reason in message)
   foreign,      // a file or folder the cache did not write
   temp_debris,  // a leftover temp file of an interrupted publish
   untrusted,    // a folder the cache refuses: a link below the root, another owner, writable by others
+  // An entry in an older entry format version (docs/cache-format.md,
+  // "Versions") that passes every other check (sizes, both checksums, header,
+  // address): intact but superseded. A load treats it as a miss: it moves the
+  // entry to quarantine and compiles the kernel again at the same address.
+  outdated,
+  // An entry in a newer entry format version (3 to 255): written by a newer
+  // moejit that shares the directory, whose version is part of the entry's
+  // address, so this library never looks it up. Only its magic can be
+  // checked. A version field above 255, or one on a file that otherwise
+  // reads as this library's own entry, is corrupt (a damaged field).
+  newer_format,
 };
-// "corrupt", "foreign", "temp_debris", "untrusted".
+// "corrupt", "foreign", "temp_debris", "untrusted", "outdated", "newer_format".
 std::string_view to_string(ProblemKind);
+// Whether `kind` is something wrong with the directory: true for corrupt,
+// foreign, temp_debris and untrusted; false for outdated and newer_format,
+// which verify lists but which make no report unclean (VerifyReport::clean,
+// resolved) and no `moejit-cache verify` exit 1.
+constexpr bool is_fault(ProblemKind kind) noexcept {
+  return kind != ProblemKind::outdated && kind != ProblemKind::newer_format;
+}
 
+// One finding of verify: a fault (is_fault) or an entry of another format version.
 struct Problem {
   std::filesystem::path path;
   ProblemKind kind = ProblemKind::corrupt;
@@ -120,22 +139,30 @@ struct Problem {
 
 enum class VerifyAction : std::uint8_t {
   report,  // change nothing
-  // Quarantine corrupt entries, foreign files and refused shard folders;
-  // remove temp debris older than 10 minutes (younger: kept, the message says
-  // why); a refused root, entries/ or quarantine/ is kept (permissions are the
-  // owner's to fix). Every move is added to stats.json's "quarantined".
+  // Quarantine corrupt entries, outdated entries (what a load does with
+  // them; they are compiled again on use), foreign files and refused shard
+  // folders; remove temp debris older than 10 minutes (younger: kept, the
+  // message says why); a refused root, entries/ or quarantine/ is kept
+  // (permissions are the owner's to fix); a newer_format entry is kept (the
+  // newer moejit that wrote it uses it). Every move is added to stats.json's
+  // "quarantined".
   repair,
 };
 
 struct VerifyReport {
   std::size_t entries_ok = 0;
-  std::vector<Problem> problems;
-  std::size_t quarantined = 0;  // repair: problems moved into quarantine/
-  bool clean() const noexcept { return problems.empty(); }
-  // Nothing left to fix: no problem, or every problem repaired.
+  std::vector<Problem> problems;  // faults and entries of other format versions, sorted by path
+  std::size_t quarantined = 0;    // repair: problems moved into quarantine/ (outdated entries included)
+  // No fault: outdated / newer_format entries may be listed.
+  bool clean() const noexcept {
+    for (const Problem& p : problems)
+      if (is_fault(p.kind)) return false;
+    return true;
+  }
+  // Nothing left to fix: no fault, or every fault repaired.
   bool resolved() const noexcept {
     for (const Problem& p : problems)
-      if (!p.repaired) return false;
+      if (is_fault(p.kind) && !p.repaired) return false;
     return true;
   }
 };
@@ -145,7 +172,11 @@ struct VerifyReport {
 // runtime's trust rules: under Ownership::private_only a refused root,
 // entries/ or quarantine/ is one untrusted problem (the entries are not read),
 // a refused or linked shard folder is untrusted, an entry owned by another
-// user is corrupt. Never throws except bad_alloc.
+// user is corrupt. An entry a load refuses for its format version alone is
+// outdated (an older version; every other check passes) or newer_format (a
+// newer one; but a version field above this library's on an entry that
+// otherwise reads as this library's own, its moejit version included, is a
+// damaged field: corrupt). Never throws except bad_alloc.
 VerifyReport verify(const std::filesystem::path& dir, VerifyAction action = VerifyAction::report,
                     Ownership ownership = Ownership::private_only);
 

@@ -139,9 +139,50 @@ std::string_view to_string(ProblemKind k) {
     case ProblemKind::foreign: return "foreign";
     case ProblemKind::temp_debris: return "temp_debris";
     case ProblemKind::untrusted: return "untrusted";
+    case ProblemKind::outdated: return "outdated";
+    case ProblemKind::newer_format: return "newer_format";
   }
   return "unknown";
 }
+
+namespace {
+
+// What verify reports for one entry file that is there: nothing (ok), or a
+// problem of kind corrupt, outdated or newer_format with its message.
+struct EntryVerdict {
+  bool ok = false;
+  ProblemKind kind = ProblemKind::corrupt;
+  std::string message;
+};
+
+EntryVerdict verdict_of(const EntryCheck& c) {
+  const std::uint32_t v = c.format_version;
+  if (c.entry && v == kEntryFormatVersion) return {true, {}, {}};
+  if (v >= kOldestEntryFormatVersion && v < kEntryFormatVersion) {
+    // Same layout as this version: a failed check is damage, not the version.
+    if (!c.entry) return {false, ProblemKind::corrupt, "format version " + std::to_string(v) + " entry: " + c.problem};
+    return {false, ProblemKind::outdated,
+            format_version_problem(v) + "; intact but superseded: a load treats it as a miss, moves it to "
+                                        "quarantine and compiles its kernel again"};
+  }
+  if (v > kEntryFormatVersion && v <= kLargestPlausibleEntryFormatVersion) {
+    // Why the layout check: a newer moejit writes its own library version into
+    // the header; this library's version there means a damaged version field.
+    if (c.entry && c.entry->header.payload.moejit_version == library_version())
+      return {false, ProblemKind::corrupt,
+              format_version_problem(v) + ", but the rest reads as an entry of this library (moejit " +
+                  std::string(library_version()) + "): a damaged version field"};
+    return {false, ProblemKind::newer_format,
+            format_version_problem(v) + ": written by a newer moejit that shares this directory (this library "
+                                        "never looks it up)"};
+  }
+  if (v == 0 && !c.entry) return {false, ProblemKind::corrupt, c.problem};  // bad magic, or damage
+  // Version 0 or a version field above any plausible version: no moejit writes it.
+  return {false, ProblemKind::corrupt,
+          "format version " + std::to_string(v) + " is no version a moejit writes" + (c.entry ? "" : "; " + c.problem)};
+}
+
+}  // namespace
 
 VerifyReport verify_all(const fs::path& dir, VerifyAction action, Ownership ownership) {
   VerifyReport report;
@@ -151,7 +192,9 @@ VerifyReport verify_all(const fs::path& dir, VerifyAction action, Ownership owne
   auto problem = [&](const fs::path& p, ProblemKind kind, std::string msg) {
     bool repaired = false;
     if (repair) {
-      if (kind == ProblemKind::temp_debris) {
+      if (kind == ProblemKind::newer_format) {
+        msg += " (kept: the newer moejit that wrote it uses it)";
+      } else if (kind == ProblemKind::temp_debris) {
         const auto age = now - mtime_of(p);
         if (age > kDefaultTempMaxAge.count()) {
           std::error_code ec;
@@ -247,9 +290,10 @@ VerifyReport verify_all(const fs::path& dir, VerifyAction action, Ownership owne
           problem(p, ProblemKind::foreign, "a stamp or lock that is not a regular file");
         return;
       }
-      EntryCheck c = dc.inspect(parsed->first);
+      const EntryCheck c = dc.inspect(parsed->first, FormatVersions::any);
       if (!c.found) return;  // removed meanwhile
-      if (!c.entry) return problem(p, ProblemKind::corrupt, c.problem);
+      EntryVerdict verdict = verdict_of(c);
+      if (!verdict.ok) return problem(p, verdict.kind, std::move(verdict.message));
       ++report.entries_ok;
     });
   });

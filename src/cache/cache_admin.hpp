@@ -52,8 +52,23 @@ enum class ProblemKind : std::uint8_t {
   foreign,      // a file or folder the cache did not write
   temp_debris,  // a leftover temp file of an interrupted publish
   untrusted,    // a folder the cache refuses: a link below the root, another owner, writable by others
+  // An entry of an older format version (kOldestEntryFormatVersion up to
+  // kEntryFormatVersion) that passes every other check: superseded, not
+  // damaged. A load treats it as a miss (quarantine, recompile at the same address).
+  outdated,
+  // An entry of a newer format version, up to kLargestPlausibleEntryFormatVersion
+  // (magic right, written by a newer moejit that shares the directory; its
+  // address has that library's version in it, so this library never looks it
+  // up). Only the magic can be checked.
+  newer_format,
 };
 std::string_view to_string(ProblemKind);
+// Whether a kind is something wrong (corrupt, foreign, temp_debris,
+// untrusted). outdated and newer_format are listed but are no faults:
+// VerifyReport::clean() and resolved() ignore them.
+constexpr bool is_fault(ProblemKind k) noexcept {
+  return k != ProblemKind::outdated && k != ProblemKind::newer_format;
+}
 
 struct Problem {
   std::filesystem::path path;
@@ -64,28 +79,39 @@ struct Problem {
 
 enum class VerifyAction : std::uint8_t {
   report,  // change nothing
-  // quarantine corrupt entries, foreign files and refused shard folders, remove
-  // temp debris older than kDefaultTempMaxAge (younger: kept, the message says
-  // why); a refused root, entries/ or quarantine/ is kept (permissions are the
-  // owner's to fix). Every move is added to stats.json's "quarantined".
+  // quarantine corrupt and outdated entries (an outdated one as a load would
+  // move it), foreign files and refused shard folders, remove temp debris
+  // older than kDefaultTempMaxAge (younger: kept, the message says why); a
+  // refused root, entries/ or quarantine/ is kept (permissions are the
+  // owner's to fix), and so is an entry of a newer format (the newer moejit
+  // that wrote it uses it). Every move is added to stats.json's "quarantined".
   repair,
 };
 
 struct VerifyReport {
   std::size_t entries_ok = 0;
-  std::vector<Problem> problems;
-  std::size_t quarantined = 0;  // repair: problems moved into quarantine/
-  bool clean() const noexcept { return problems.empty(); }
-  // Nothing left to fix: no problem, or every problem repaired.
+  std::vector<Problem> problems;  // faults and entries of other format versions (is_fault)
+  std::size_t quarantined = 0;    // repair: problems moved into quarantine/
+  // No fault (outdated / newer_format entries may be listed).
+  bool clean() const noexcept {
+    for (const Problem& p : problems)
+      if (is_fault(p.kind)) return false;
+    return true;
+  }
+  // Nothing left to fix: no fault, or every fault repaired.
   bool resolved() const noexcept {
     for (const Problem& p : problems)
-      if (!p.repaired) return false;
+      if (is_fault(p.kind) && !p.repaired) return false;
     return true;
   }
 };
 
 // Checks every entry fully (as a load would, plus file name == content address)
 // and reports anything else found under the directory. Never throws except bad_alloc.
+// An entry a load refuses only for its format version is outdated (older,
+// every other check passed) or newer_format (newer; a "newer" version field
+// on an entry that reads as this library's own, same layout and version, is
+// corrupt: a damaged field); every other refusal is corrupt.
 // Applies the runtime's trust rules: under Ownership::private_only a refused
 // root, entries/ or quarantine/ is one untrusted problem (the entries are not
 // read: the runtime would not use them), a refused or linked shard folder is

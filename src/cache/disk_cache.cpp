@@ -69,13 +69,14 @@ LoadResult DiskCache::load(const Hash128& address, const AddressPayload& expecte
   }
 }
 
-EntryCheck DiskCache::inspect(const Hash128& address) const {
+EntryCheck DiskCache::inspect(const Hash128& address, FormatVersions versions) const {
   EntryCheck c;
-  EntryRead file = read_entry_file(dir_, address, ownership_);
+  EntryRead file = read_entry_file(dir_, address, ownership_, versions);
   if (file.status == EntryReadStatus::absent) return c;
   c.found = true;
   c.dev = file.dev;
   c.ino = file.ino;
+  c.format_version = file.format_version;
   c.bad_path = entry_path(address);
   if (file.status == EntryReadStatus::bad_folder) {
     c.bad_folder = true;
@@ -87,7 +88,7 @@ EntryCheck DiskCache::inspect(const Hash128& address) const {
     c.problem = file.error;
     return c;
   }
-  DecodeResult d = decode_entry(file.bytes);
+  DecodeResult d = decode_entry(file.bytes, versions);
   if (!d.entry) c.problem = d.error;
   else if (std::string why = check_entry(*d.entry, address, nullptr); !why.empty()) c.problem = why;
   else c.entry = std::move(d.entry);

@@ -45,6 +45,10 @@ struct EntryCheck {
   std::filesystem::path bad_path;        // found and bad: the entry file, or the refused folder above it
   bool bad_folder = false;               // bad_path is entries/ or the shard folder
   std::uint64_t dev = 0, ino = 0;        // identity of the entry file read (when it could be opened)
+  // The entry's format version once its prefix was read with the right magic
+  // (0 otherwise). Under FormatVersions::any, `entry` is also set for an entry
+  // of another version that passes every other check: only verify asks.
+  std::uint32_t format_version = 0;
 };
 
 class DiskCache {
@@ -72,8 +76,11 @@ class DiskCache {
   // Reads and fully verifies the entry at `address` (entry_reader.hpp: no link
   // followed below the root, folders and owner checked, sizes checked before
   // the body is read; then checksums, header grammar, payload address ==
-  // address). Changes nothing. Never throws except bad_alloc.
-  EntryCheck inspect(const Hash128& address) const;
+  // address). Changes nothing. Never throws except bad_alloc. `versions`:
+  // FormatVersions::any reads an entry of any format version with this
+  // version's layout (verify: outdated or newer, or damaged); every reader
+  // that uses the entry keeps the default.
+  EntryCheck inspect(const Hash128& address, FormatVersions versions = FormatVersions::current) const;
 
   // Reads and verifies the entry at `address` (owner under Ownership::private_only,
   // magic, version, sizes, checksums, header grammar, payload == expected,

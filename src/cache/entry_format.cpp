@@ -3,7 +3,8 @@
 //   entry        := prefix header body
 //   prefix       := magic format_version header_len body_len header_xxh3 body_xxh3   (40 bytes)
 //   magic        := "MOEJITCE"                         8 bytes
-//   format_version := u32                               = 2 (1: keys of key version 1; refused)
+//   format_version := u32                               = 2 (1: keys of key version 1; refused by a load,
+//                                                        reported as outdated by verify)
 //   header_len   := u32                                 bytes of `header`
 //   body_len     := u64                                 bytes of `body`
 //   header_xxh3  := u64                                 XXH3-64 (seed 0) of `header`
@@ -175,16 +176,16 @@ struct Prefix {
   std::uint64_t body_len = 0, header_xxh = 0, body_xxh = 0;
 };
 
-bool parse_prefix(std::string_view bytes, std::uint64_t file_size, Prefix& p, std::string& error) {
+// `version` receives the format version once the magic is known to be right.
+bool parse_prefix(std::string_view bytes, std::uint64_t file_size, FormatVersions versions, Prefix& p,
+                  std::uint32_t& version, std::string& error) {
   if (file_size == 0) return error = "empty file", false;
   if (bytes.size() < kEntryPrefixBytes)
     return error = "truncated: " + std::to_string(file_size) + " bytes, shorter than the 40-byte prefix", false;
   if (std::memcmp(bytes.data(), kEntryMagic, 8) != 0) return error = "bad magic (not a moejit cache entry)", false;
-  p.version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
-  if (p.version != kEntryFormatVersion)
-    return error = "format version " + std::to_string(p.version) + (p.version > kEntryFormatVersion ? " is newer than" : " is older than") +
-                   " this library's " + std::to_string(kEntryFormatVersion),
-           false;
+  p.version = version = static_cast<std::uint32_t>(get_le(bytes, 8, 4));
+  if (p.version != kEntryFormatVersion && versions == FormatVersions::current)
+    return error = format_version_problem(p.version), false;
   p.header_len = static_cast<std::uint32_t>(get_le(bytes, 12, 4));
   p.body_len = get_le(bytes, 16, 8);
   p.header_xxh = get_le(bytes, 24, 8);
@@ -204,10 +205,22 @@ bool parse_prefix(std::string_view bytes, std::uint64_t file_size, Prefix& p, st
 
 }  // namespace
 
-std::string entry_prefix_problem(std::string_view prefix, std::uint64_t file_size) {
+std::string format_version_problem(std::uint32_t version) {
+  return "format version " + std::to_string(version) +
+         (version > kEntryFormatVersion ? " is newer than" : " is older than") + " this library's " +
+         std::to_string(kEntryFormatVersion);
+}
+
+std::uint32_t entry_format_version(std::string_view prefix) noexcept {
+  if (prefix.size() < 12 || std::memcmp(prefix.data(), kEntryMagic, 8) != 0) return 0;
+  return static_cast<std::uint32_t>(get_le(prefix, 8, 4));
+}
+
+std::string entry_prefix_problem(std::string_view prefix, std::uint64_t file_size, FormatVersions versions) {
   Prefix p;
+  std::uint32_t version = 0;
   std::string error;
-  if (!parse_prefix(prefix, file_size, p, error)) return error;
+  if (!parse_prefix(prefix, file_size, versions, p, version, error)) return error;
   return {};
 }
 
@@ -226,10 +239,10 @@ std::string encode_entry(const Entry& entry) {
   return out;
 }
 
-DecodeResult decode_header_only(std::string_view bytes, std::uint64_t file_size) {
+DecodeResult decode_header_only(std::string_view bytes, std::uint64_t file_size, FormatVersions versions) {
   DecodeResult r;
   Prefix p;
-  if (!parse_prefix(bytes, file_size, p, r.error)) return r;
+  if (!parse_prefix(bytes, file_size, versions, p, r.format_version, r.error)) return r;
   if (bytes.size() < kEntryPrefixBytes + p.header_len) {
     r.error = "truncated header";
     return r;
@@ -245,8 +258,8 @@ DecodeResult decode_header_only(std::string_view bytes, std::uint64_t file_size)
   return r;
 }
 
-DecodeResult decode_entry(std::string_view bytes) {
-  DecodeResult r = decode_header_only(bytes, bytes.size());
+DecodeResult decode_entry(std::string_view bytes, FormatVersions versions) {
+  DecodeResult r = decode_header_only(bytes, bytes.size(), versions);
   if (!r.entry) return r;
   std::uint64_t body_xxh = get_le(bytes, 32, 8);
   std::uint32_t header_len = static_cast<std::uint32_t>(get_le(bytes, 12, 4));

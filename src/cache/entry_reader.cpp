@@ -82,7 +82,8 @@ int open_folder(int parent, const fs::path& path, const char* name, Ownership ow
 
 }  // namespace
 
-EntryRead read_entry_file(const fs::path& dir, const Hash128& address, Ownership ownership) {
+EntryRead read_entry_file(const fs::path& dir, const Hash128& address, Ownership ownership,
+                          FormatVersions versions) {
   EntryRead r;
   const std::string hex = address.hex();
   const std::string shard = hex.substr(0, 2);
@@ -117,7 +118,8 @@ EntryRead read_entry_file(const fs::path& dir, const Hash128& address, Ownership
   // declaring huge sizes) costs 40 bytes of memory until its declared sizes are
   // known to match the file and the limit.
   if (!read_n(fd.get(), r.bytes, kEntryPrefixBytes, r.error)) return r.error = "unreadable: " + r.error, r;
-  if (std::string why = entry_prefix_problem(r.bytes, size); !why.empty()) return r.error = why, r;
+  r.format_version = entry_format_version(r.bytes);
+  if (std::string why = entry_prefix_problem(r.bytes, size, versions); !why.empty()) return r.error = why, r;
   if (!read_n(fd.get(), r.bytes, static_cast<std::size_t>(size - kEntryPrefixBytes), r.error))
     return r.error = "unreadable: " + r.error, r;
   r.status = EntryReadStatus::ok;

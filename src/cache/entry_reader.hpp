@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cache/content_address.hpp"
+#include "cache/entry_format.hpp"
 #include "cache/trust.hpp"
 
 namespace moejit::cache {
@@ -27,9 +28,12 @@ struct EntryRead {
   std::string error;
   std::filesystem::path folder_path;  // bad_folder: the refused folder
   std::uint64_t dev = 0, ino = 0;     // identity of the opened entry file (when it could be opened)
+  std::uint32_t format_version = 0;   // the prefix's, once read with the right magic (else 0)
 };
 
-// Reads <dir>/entries/<hex[0:2]>/<hex>.entry.
-EntryRead read_entry_file(const std::filesystem::path& dir, const Hash128& address, Ownership ownership);
+// Reads <dir>/entries/<hex[0:2]>/<hex>.entry. `versions`: the format versions
+// whose files are read past the prefix (FormatVersions::any only for verify).
+EntryRead read_entry_file(const std::filesystem::path& dir, const Hash128& address, Ownership ownership,
+                          FormatVersions versions = FormatVersions::current);
 
 }  // namespace moejit::cache

@@ -16,6 +16,8 @@ inline ProblemKind from_internal(cache::ProblemKind k) noexcept {
     case cache::ProblemKind::foreign: return ProblemKind::foreign;
     case cache::ProblemKind::temp_debris: return ProblemKind::temp_debris;
     case cache::ProblemKind::untrusted: return ProblemKind::untrusted;
+    case cache::ProblemKind::outdated: return ProblemKind::outdated;
+    case cache::ProblemKind::newer_format: return ProblemKind::newer_format;
   }
   return ProblemKind::corrupt;
 }

@@ -11,6 +11,8 @@ std::string_view to_string(ProblemKind k) {
     case ProblemKind::foreign: return "foreign";
     case ProblemKind::temp_debris: return "temp_debris";
     case ProblemKind::untrusted: return "untrusted";
+    case ProblemKind::outdated: return "outdated";
+    case ProblemKind::newer_format: return "newer_format";
   }
   return "unknown";
 }
