@@ -3,7 +3,8 @@
 // --json; --check tells a complete read-only cache (exit 0) from an incomplete
 // one (exit 1) without writing; a missing libnvrtc is said once; ls marks an
 // entry BAD that a load would refuse; verify --repair, prune --dry-run and
-// clear report what they did.
+// clear report what they did; verify lists entries of other format versions
+// (outdated, newer_format) apart from its problems and exits 0 over them.
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 
@@ -13,6 +14,7 @@
 
 #include "cli/run_tool.hpp"
 #include "driver/nvrtc_api.hpp"
+#include "forged_entry.hpp"
 
 using moejit::test::read_text;
 using moejit::test::run_tool;
@@ -196,4 +198,73 @@ TEST_CASE("moejit-cache: ls marks BAD what a load refuses; verify --repair keeps
   INFO(clear.out);
   CHECK_THAT(clear.out, Catch::Contains("8 entries") && Catch::Contains("lock files") &&
                             Catch::Contains("1 quarantined files") && Catch::Contains("1 temp files"));
+}
+
+TEST_CASE("moejit-cache verify: outdated and newer-format entries are listed by kind, exit 0; --repair quarantines "
+          "the outdated one only; a corrupt one still exits 1",
+          "[tools][cli][versions]") {
+  TempDir dir("cli-versions");
+  const fs::path cache = dir.path() / "c";
+  fs::create_directories(cache);
+  const auto current = moejit::test::forge_entry(cache, 1, moejit::cache::kEntryFormatVersion);
+  const auto old = moejit::test::forge_entry(cache, 2, 1);
+  const auto newer = moejit::test::forge_entry(cache, 3, moejit::cache::kEntryFormatVersion + 1, "99.0.0");
+
+  const ToolResult v = run_tool("moejit-cache", {"verify", "--cache-dir", cache.string()});
+  INFO(v.out << v.err);
+  CHECK(v.exit_code == 0);  // superseded entries are nothing wrong
+  CHECK_THAT(v.out, Catch::Contains("outdated: " + old.path.string() + ": format version 1 is older than"));
+  CHECK_THAT(v.out, Catch::Contains("newer_format: " + newer.path.string() + ": format version 3 is newer than"));
+  CHECK_THAT(v.out, Catch::Contains(cache.string() + ": 1 entries ok, 1 outdated, 1 of a newer format (kept), 0 problems"));
+  CHECK_THAT(v.out, Catch::Contains("--repair"));  // the hint: outdated entries can be moved aside now
+  CHECK(count_containing(v.out, "corrupt") == 1);  // only in the hint, never as a kind
+  CHECK(v.err.empty());
+
+  const ToolResult vj = run_tool("moejit-cache", {"verify", "--json", "--cache-dir", cache.string()});
+  CHECK(vj.exit_code == 0);
+  const auto j = nlohmann::json::parse(vj.out);
+  CHECK(j["ok"] == true);
+  CHECK(j["resolved"] == true);
+  CHECK(j["entries_ok"] == 1);
+  CHECK(j["outdated"] == 1);
+  CHECK(j["newer_format"] == 1);
+  REQUIRE(j["problems"].size() == 2);
+  std::map<std::string, nlohmann::json> by_path;
+  for (const auto& p : j["problems"]) by_path[p["path"]] = p;
+  CHECK(by_path[old.path.string()]["kind"] == "outdated");
+  CHECK(by_path[old.path.string()]["fault"] == false);
+  CHECK(by_path[newer.path.string()]["kind"] == "newer_format");
+  CHECK(by_path[newer.path.string()]["fault"] == false);
+
+  const ToolResult rep = run_tool("moejit-cache", {"verify", "--repair", "--cache-dir", cache.string()});
+  INFO(rep.out << rep.err);
+  CHECK(rep.exit_code == 0);
+  CHECK_THAT(rep.out, Catch::Contains("outdated: " + old.path.string()) && Catch::Contains("(moved to "));
+  CHECK_THAT(rep.out, Catch::Contains("(kept: the newer moejit that wrote it uses it)"));
+  CHECK_THAT(rep.out, Catch::Contains("1 entries ok, 1 outdated (1 moved to quarantine), 1 of a newer format (kept), "
+                                      "0 problems"));
+  CHECK_FALSE(fs::exists(old.path));
+  CHECK(fs::exists(newer.path));
+  CHECK(fs::exists(current.path));
+  const auto stats = nlohmann::json::parse(run_tool("moejit-cache", {"stats", "--json", "--cache-dir", cache.string()}).out);
+  CHECK(stats["quarantined"] == 1);
+  CHECK(stats["quarantined_files"] == 1);
+
+  // A genuinely corrupt entry next to them: corrupt, exit 1.
+  std::string bytes = read_text(current.path);
+  bytes[bytes.size() - 5] ^= 1;
+  moejit::test::write_text(current.path, bytes);
+  const ToolResult bad = run_tool("moejit-cache", {"verify", "--json", "--cache-dir", cache.string()});
+  CHECK(bad.exit_code == 1);
+  const auto bj = nlohmann::json::parse(bad.out);
+  CHECK(bj["ok"] == false);
+  REQUIRE(bj["problems"].size() == 2);
+  std::size_t corrupt = 0;
+  for (const auto& p : bj["problems"])
+    if (p["kind"] == "corrupt") {
+      ++corrupt;
+      CHECK(p["fault"] == true);
+      CHECK(p["path"] == current.path.string());
+    }
+  CHECK(corrupt == 1);
 }

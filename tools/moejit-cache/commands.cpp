@@ -162,29 +162,48 @@ int cmd_stats(const std::filesystem::path& dir, bool json) {
 
 int print_verify_report(const cache_admin::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
                         bool json, const char* hint, bool repair_mode) {
+  using cache_admin::Problem;
+  auto count = [&](auto&& pred) {
+    return static_cast<std::size_t>(std::count_if(r.problems.begin(), r.problems.end(), pred));
+  };
+  const std::size_t faults = count([](const Problem& p) { return is_fault(p.kind); });
+  const std::size_t faults_repaired = count([](const Problem& p) { return is_fault(p.kind) && p.repaired; });
+  const std::size_t outdated = count([](const Problem& p) { return p.kind == cache_admin::ProblemKind::outdated; });
+  const std::size_t outdated_moved =
+      count([](const Problem& p) { return p.kind == cache_admin::ProblemKind::outdated && p.repaired; });
+  const std::size_t newer = count([](const Problem& p) { return p.kind == cache_admin::ProblemKind::newer_format; });
   if (json) {
     Json j;
     j[what_key] = what.string();
     j["entries_ok"] = r.entries_ok;
     j["problems"] = Json::array();
-    for (const cache_admin::Problem& p : r.problems)
-      j["problems"].push_back({{"path", p.path.string()}, {"kind", std::string(to_string(p.kind))}, {"message", p.message}});
+    for (const Problem& p : r.problems)
+      j["problems"].push_back({{"path", p.path.string()},
+                               {"kind", std::string(to_string(p.kind))},
+                               {"fault", is_fault(p.kind)},
+                               {"message", p.message},
+                               {"repaired", p.repaired}});
     j["ok"] = r.clean();
-    j["repaired"] = std::count_if(r.problems.begin(), r.problems.end(), [](const cache_admin::Problem& p) { return p.repaired; });
+    j["repaired"] = count([](const Problem& p) { return p.repaired; });
     j["resolved"] = r.resolved();
-    for (std::size_t i = 0; i < r.problems.size(); ++i) j["problems"][i]["repaired"] = r.problems[i].repaired;
+    j["outdated"] = outdated;
+    j["newer_format"] = newer;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    for (const cache_admin::Problem& p : r.problems)
+    for (const Problem& p : r.problems)
       std::printf("%s: %s: %s\n", std::string(to_string(p.kind)).c_str(), p.path.c_str(), p.message.c_str());
-    const auto repaired =
-        std::count_if(r.problems.begin(), r.problems.end(), [](const cache_admin::Problem& p) { return p.repaired; });
-    if (repaired > 0 || (repair_mode && !r.problems.empty()))
-      std::printf("%s: %zu entries ok, %zu problems: %zu repaired, %zu kept\n", what.c_str(), r.entries_ok,
-                  r.problems.size(), static_cast<std::size_t>(repaired), r.problems.size() - repaired);
-    else
-      std::printf("%s: %zu entries ok, %zu problems\n", what.c_str(), r.entries_ok, r.problems.size());
-    if (!r.resolved() && hint != nullptr) std::printf("%s\n", hint);
+    // Entries of other format versions apart from the problems: they are no faults.
+    std::string line = what.string() + ": " + std::to_string(r.entries_ok) + " entries ok";
+    if (outdated > 0) {
+      line += ", " + std::to_string(outdated) + " outdated";
+      if (outdated_moved > 0) line += " (" + std::to_string(outdated_moved) + " moved to quarantine)";
+    }
+    if (newer > 0) line += ", " + std::to_string(newer) + " of a newer format (kept)";
+    line += ", " + std::to_string(faults) + " problems";
+    if (faults_repaired > 0 || (repair_mode && faults > 0))
+      line += ": " + std::to_string(faults_repaired) + " repaired, " + std::to_string(faults - faults_repaired) + " kept";
+    std::printf("%s\n", line.c_str());
+    if ((!r.resolved() || outdated > outdated_moved) && hint != nullptr) std::printf("%s\n", hint);
   }
   return r.resolved() ? 0 : static_cast<int>(ExitCode::failed);
 }
@@ -195,8 +214,8 @@ int cmd_verify(const std::filesystem::path& dir, bool json, bool repair) {
       cache_admin::ownership_from_env());
   return print_verify_report(r, "cache_dir", dir, json,
                              repair ? nullptr
-                                    : "a corrupt entry is quarantined and recompiled on its next use; "
-                                      "moejit-cache verify --repair moves the problems aside now",
+                                    : "a corrupt or outdated entry is quarantined and recompiled on its next use; "
+                                      "moejit-cache verify --repair moves them aside now",
                              repair);
 }
 

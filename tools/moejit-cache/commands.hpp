@@ -19,12 +19,15 @@ int cmd_ls(const std::filesystem::path& dir, bool json);
 int cmd_show(const std::filesystem::path& dir, const std::string& id);
 int cmd_stats(const std::filesystem::path& dir, bool json);
 // Exit 1 when any entry is corrupt or any foreign / leftover file or refused
-// folder is found; lists each once. `repair`: also quarantine them (temp
-// debris: remove) and exit 0 when every problem was repaired (a kept one says why).
+// folder is found; lists each once, and each outdated or newer_format entry
+// (no fault: exit 0 over them alone). `repair`: also quarantine them (temp
+// debris: remove; an outdated entry: quarantine; a newer_format one: keep) and
+// exit 0 when every fault was repaired (a kept one says why).
 int cmd_verify(const std::filesystem::path& dir, bool json, bool repair);
 // Prints a verify report (JSON with `what_key`: `what`, or one line per problem
-// plus a summary and, when not clean, `hint`); returns the tool's exit code.
-// Exit 0 when every problem was repaired (`repair_mode`) or there was none.
+// plus a summary and, when a fault or outdated entry is left, `hint`); returns
+// the tool's exit code: 0 when every fault was repaired (`repair_mode`) or
+// there was none (cache_admin::is_fault).
 int print_verify_report(const cache_admin::VerifyReport& r, const char* what_key, const std::filesystem::path& what,
                         bool json, const char* hint, bool repair_mode = false);
 // Removes entries unused for longer than `older_than` and least-recently-used

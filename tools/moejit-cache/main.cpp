@@ -45,9 +45,10 @@ int run(int argc, char** argv) {
   show->add_option("ID", id, "entry id")->required();
   CLI::App* stats = sub("stats", "entries, bytes, recorded hits / misses / compiles, quarantined");
   stats->add_flag("--json", json, "one JSON object instead of the table");
-  CLI::App* verify = sub("verify", "check every entry; exit 1 if any is bad (each problem listed)");
+  CLI::App* verify = sub("verify", "check every entry; exit 1 if any is bad (each problem listed; outdated entries "
+                                   "are listed but are not bad)");
   verify->add_flag("--json", json, "one JSON object instead of the listing");
-  verify->add_flag("--repair", repair, "move corrupt entries and foreign files to quarantine/, remove temp debris");
+  verify->add_flag("--repair", repair, "move corrupt and outdated entries and foreign files to quarantine/, remove temp debris");
   verify->add_option("--pack", pack, "verify an AOT pack file instead of the directory")->option_text("FILE");
   CLI::App* prune = sub("prune", "remove entries by age and/or total size, least recently used first (default limit: $MOEJIT_CACHE_MAX_BYTES)");
   prune->add_option("--max-size", max_size, "keep at most this many bytes (K/M/G/T suffixes)")->option_text("BYTES");
