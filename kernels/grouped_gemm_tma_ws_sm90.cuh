@@ -156,7 +156,7 @@ __device__ __forceinline__ float tma_ws_bias(const void* bias, i64 i) {
 }
 // MXFP8 K loop of one work item for an active consumer warpgroup (BN = 128):
 // for every 32-block j of K, one wgmma m64n128k32 into a fresh partial sum
-// (columns 0-63 in pa, 64-127 in pb), then acc = fma(part * sa(row, j),
+// (part: columns 0-63 in part[0..31], 64-127 in part[32..63]), then acc = fma(part * sa(row, j),
 // sw(column, j), acc) in K order. The first half's weight scales are read from
 // shared memory while the block's wgmma runs; the two consumer warpgroups overlap
 // each other's tensor-core and CUDA-core work. `it` is the ring position of
@@ -168,8 +168,7 @@ struct TmaWsMxLoop {
   static_assert(BN == 128, "MXFP8: 128 weight rows per work item");
   using L = TmaWsLayout<BN, true>;
   float (&acc)[BN / 2];
-  float (&pa)[32];
-  float (&pb)[32];
+  float (&part)[BN / 2];
   u32 x_ring, w_ring, s_ring, full_bar, empty_bar;
   int it, wg, row, q, lane;
 
@@ -188,9 +187,8 @@ struct TmaWsMxLoop {
     }
   }
   // acc[32 h + 4 i + 2 hh + t] (n8 block i of half h, row row + 8 hh, column
-  // 8 i + 2 q + t) += part * sa[hh] * sw[2 i + t].
-  __device__ __forceinline__ void scale(const float (&part)[32], int h, const float (&sw)[16], float sa_lo,
-                                        float sa_hi) {
+  // 8 i + 2 q + t) += part[same] * sa[hh] * sw[2 i + t].
+  __device__ __forceinline__ void scale(int h, const float (&sw)[16], float sa_lo, float sa_hi) {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
 #pragma unroll
@@ -198,7 +196,7 @@ struct TmaWsMxLoop {
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
           float& a = acc[32 * h + 4 * i + 2 * hh + t];
-          a = fmaf(part[4 * i + 2 * hh + t] * (hh ? sa_hi : sa_lo), sw[2 * i + t], a);
+          a = fmaf(part[32 * h + 4 * i + 2 * hh + t] * (hh ? sa_hi : sa_lo), sw[2 * i + t], a);
         }
   }
   __device__ __forceinline__ void run(int KT) {
@@ -218,17 +216,16 @@ struct TmaWsMxLoop {
 #pragma unroll
       for (int b = 0; b < 4; ++b) {  // 32 bytes of K per block: descriptor address + 2
         ws_wgmma_fence();
-        wgmma_m64n128k32_e4m3_ss_fresh(pa, pb, da + 2 * b, db + 2 * b);
+        wgmma_m64n128k32_e4m3_ss(part, da + 2 * b, db + 2 * b, 0);  // a fresh partial sum
         ws_wgmma_commit();
         float sw[16];
         load_sw(ss, b, 0, sw, 0, 2);  // half of them while the wgmma runs (all: they spill)
         ws_wgmma_wait<0>();
-        ws_fence_operands(pa);
-        ws_fence_operands(pb);
+        ws_fence_operands(part);
         load_sw(ss, b, 0, sw, 2, 4);
-        scale(pa, 0, sw, sa_lo[b], sa_hi[b]);
+        scale(0, sw, sa_lo[b], sa_hi[b]);
         load_sw(ss, b, 1, sw);  // (the registers of both halves' scales would spill)
-        scale(pb, 1, sw, sa_lo[b], sa_hi[b]);
+        scale(1, sw, sa_lo[b], sa_hi[b]);
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(empty_bar + 8 * slot);
@@ -387,19 +384,17 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   // (K = 2880) and Mixtral (K = 14336) down projections; bf16 accumulates in place.
   constexpr bool PROMOTE = ELEM == kTmaWsE4m3 && !MX;
   float acc[BN / 2];
-  float part[PROMOTE ? BN / 2 : 1];
-  // MXFP8: each 32-block's product in a fresh partial sum (pa: ring rows
-  // 0-63, pb: 64-127), scaled on the CUDA cores by the block's activation-row
-  // and weight-row scales into acc: acc = fma(part * sa, sw, acc), in K order
-  // (TmaWsMxLoop).
-  float pa[MX ? 32 : 1], pb[MX ? 32 : 1];
+  // MXFP8: each 32-block's product is a fresh partial sum in `part` too,
+  // scaled on the CUDA cores by the block's activation-row and weight-row
+  // scales into acc: acc = fma(part * sa, sw, acc), in K order (TmaWsMxLoop).
+  float part[PROMOTE || MX ? BN / 2 : 1];
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const TmaWsItem w = tma_ws_item<BM>(p, item, NB);
     const int c0 = w.nb * NC, expert = w.expert, row_begin = w.row_begin, row_end = w.row_end;
     const bool active = row_begin + 64 * wg < row_end;  // warpgroup-uniform
     if constexpr (MX) {
       if (active) {
-        TmaWsMxLoop<BN, STAGES>{acc, pa, pb, x_ring, w_ring, s_ring, full_bar, empty_bar, it, wg, wr16 + g, q, lane}
+        TmaWsMxLoop<BN, STAGES>{acc, part, x_ring, w_ring, s_ring, full_bar, empty_bar, it, wg, wr16 + g, q, lane}
             .run(KT);
         it += KT;
       }
