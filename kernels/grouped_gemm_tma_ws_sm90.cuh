@@ -36,11 +36,15 @@
 //     wgmma per slice (m64nBNk16 bf16 or m64nBNk32 e4m3) with both operands
 //     read by descriptor; bf16 keeps one wgmma group in flight and releases
 //     a slot on its empty mbarrier once the group that read it retired, e4m3
-//     waits for each slice's group before its promotion (below). A consumer
-//     warpgroup whose 64 rows lie past the expert's last row issues no wgmma
-//     (it only passes the slots back). The epilogue (scales, bias,
-//     activation, router weight, store) runs while the producer already fills
-//     the next item's slices.
+//     also waits for the last slice's group of each promotion (below). A
+//     consumer warpgroup whose 64 rows lie past the expert's last row issues
+//     no wgmma (it only passes the slots back). While the item's first group
+//     runs, each warp loads its rows' router weights and activation scales
+//     into its shared-memory staging block. The epilogue (scales, bias,
+//     activation, router weight) writes each warp's output through that
+//     block, 16 bytes per lane and whole 128-byte row pieces per store
+//     (MXFP8: 4-byte stores of its fragments), while the producer already
+//     fills the next item's slices.
 // Work items: (m-tile, weight block) pairs walked by every CTA with stride
 // gridDim.x. Each expert's m-tiles (consecutive in the tile list) are cut
 // into chunks of at most kTmaWsGroup; a chunk's items are weight-block major
@@ -69,10 +73,11 @@
 // MXFP8: the producer holds the slice's scale codes and their row addresses
 // (96 registers), the consumers the accumulator, one partial sum and the
 // scales (200).
-// FP8 accumulation: per token, each slice's four e4m3 wgmma write a fresh
-// partial sum that the consumer adds to its fp32 accumulator (promotion every
-// 128 K, in K order: the bits stay a fixed-order sum); MXFP8 scales and adds
-// one every 32 K. With BN = 128 both register sets fit the consumers' budget.
+// FP8 accumulation: per token, the e4m3 wgmma of PROMOTE_SLICES consecutive
+// slices accumulate a fresh partial sum that the consumer adds to its fp32
+// accumulator (promotion every 128 * PROMOTE_SLICES K, in K order: the bits
+// stay a fixed-order sum); MXFP8 scales and adds one every 32 K. With
+// BN = 128 both register sets fit the consumers' budget.
 // Bits: each output element is a fixed-order sum over k of wgmma steps of its
 // own routed row and weight row: padding rows cannot change a real row.
 //
@@ -81,8 +86,10 @@
 //   BN     : weight rows per work item, 128 or 256 (accumulators: BN / 2 per consumer thread,
 //            twice that for e4m3); e4m3 takes 128
 //   STAGES : ring depth (>= 2)
+//   PROMOTE_SLICES : e4m3 per token, slices per promotion (1: every 128 K, 2: every 256 K)
 // Shared memory (bytes): 1024 (alignment) + STAGES * (128 * 128 + BN * 128) + STAGES * 16 (mbarriers),
-// plus STAGES * 4608 for MXFP8 (the scale tables, TmaWsLayout::kSBytes).
+// plus STAGES * 4608 for MXFP8 (the scale tables, TmaWsLayout::kSBytes); other
+// modes 128 (alignment) + 16384 (the epilogue staging, TmaWsLayout::kEpiBytes).
 // bf16: K % 32 == 0, K % 64 == 32 zero-fills the second half of the last
 // slice (K_TAIL); e4m3: K % 16 == 0 (MXFP8: K % 32 == 0), K_TAIL when
 // K % 128 != 0. N % 16 == 0.
@@ -118,6 +125,13 @@ struct TmaWsLayout {
   static constexpr int kSBytes = MX ? kSaBytes + 4 * 2 * 4 * kSwQStride * 4 : 0;
   static constexpr int kStageBytes = kXBytes + kWBytes + kSBytes;
   static constexpr int kThreads = 384;
+  // Epilogue staging, one 2 KB block per consumer warp: 16 rows x 128 bytes
+  // of output (64 bf16 or 32 fp32 columns per pass), 16-byte chunks XOR-
+  // swizzled by row; between the first slice and the epilogue its first 128
+  // bytes hold the warp's 16 router weights and activation scales.
+  // Not MXFP8, whose scale tables take that shared memory.
+  static constexpr int kEpiWarpBytes = 2048;
+  static constexpr int kEpiBytes = MX ? 0 : 8 * kEpiWarpBytes;
 };
 
 // Work item -> m-tile `tile` (its expert and rows) and weight block nb.
@@ -234,7 +248,7 @@ struct TmaWsMxLoop {
 };
 
 template <int ELEM, int SCALE, int BN, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32,
-          bool K_TAIL>
+          bool K_TAIL, int PROMOTE_SLICES = 1>
 __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const GroupedGemmParams p, const __grid_constant__ TensorMap w_map) {
   constexpr bool MX = SCALE == kTmaWsScaleBlock;
   using L = TmaWsLayout<BN, MX>;
@@ -257,6 +271,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   const u32 s_ring = w_ring + STAGES * L::kWBytes;    // STAGES * kSBytes (MXFP8 scales)
   const u32 full_bar = s_ring + STAGES * L::kSBytes;  // STAGES mbarriers: slice landed
   const u32 empty_bar = full_bar + STAGES * 8;        // STAGES mbarriers: slot free
+  const u32 epi_ring = (empty_bar + STAGES * 8 + 127u) & ~127u;  // kEpiBytes: epilogue staging
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -377,10 +392,10 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
     __syncwarp();
     if (lane == 0) mbar_arrive(empty_bar + 8 * slot);
   };
-  // e4m3: the wgmma accumulates in reduced precision, so each slice's 128-K
-  // partial product lands in `part` (a fresh sum) and is added to the fp32
-  // accumulator on the CUDA cores (promotion every 128 K). Without it the
-  // float64 reference measured relative errors of 1.2e-2 on gpt-oss-120b
+  // e4m3: the wgmma accumulates in reduced precision, so each promotion
+  // group's partial product (128 * PROMOTE_SLICES K) lands in `part` (a fresh
+  // sum) and is added to the fp32 accumulator on the CUDA cores. Without it
+  // the float64 reference measured relative errors of 1.2e-2 on gpt-oss-120b
   // (K = 2880) and Mixtral (K = 14336) down projections; bf16 accumulates in place.
   constexpr bool PROMOTE = ELEM == kTmaWsE4m3 && !MX;
   float acc[BN / 2];
@@ -392,6 +407,31 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
     const TmaWsItem w = tma_ws_item<BM>(p, item, NB);
     const int c0 = w.nb * NC, expert = w.expert, row_begin = w.row_begin, row_end = w.row_end;
     const bool active = row_begin + 64 * wg < row_end;  // warpgroup-uniform
+    const u32 stg = epi_ring + (warp - 4) * L::kEpiWarpBytes;  // this warp's staging block
+    // The router weight and the FP8 per-token activation scale of the
+    // thread's two rows, loaded while the item's first wgmma group runs and
+    // kept in the staging block ([row][2] floats) until the epilogue (in
+    // registers across the K loop they would spill next to the accumulators).
+    // (MXFP8 has no staging block: its scale tables take that shared memory;
+    // it loads them in the epilogue.)
+    auto row_operands = [&](int h, float& gm, float& sa) {
+      const int r = row_begin + 64 * wg + wr16 + g + 8 * h;
+      gm = 1.f, sa = 1.f;
+      if (r < row_end) {
+        if (ROUTER_WEIGHT) gm = p.gamma[p.sorted_route[r]];
+        if constexpr (SCALE == kTmaWsScaleExpert || SCALE == kTmaWsScaleChannel)
+          sa = ((const float*)p.a_scales)[GATHER ? p.sorted_route[r] / p.top_k : r];
+      }
+    };
+    auto stash_rows = [&]() {
+      if (q != 0) return;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float gm, sa;
+        row_operands(h, gm, sa);
+        sts64(stg + (g + 8 * h) * 8, __float_as_uint(gm), __float_as_uint(sa));
+      }
+    };
     if constexpr (MX) {
       if (active) {
         TmaWsMxLoop<BN, STAGES>{acc, part, x_ring, w_ring, s_ring, full_bar, empty_bar, it, wg, wr16 + g, q, lane}
@@ -409,19 +449,26 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
       }
       const u64 da = ws_desc_sw128(x_ring + slot * L::kXBytes + wg * 64 * 128);
       const u64 db = ws_desc_sw128(w_ring + slot * L::kWBytes);
+      // e4m3: a promotion group is PROMOTE_SLICES consecutive slices; its
+      // first wgmma starts a fresh partial sum.
+      const bool group_start = kt % PROMOTE_SLICES == 0;
+      const bool group_end = kt % PROMOTE_SLICES == PROMOTE_SLICES - 1 || kt == KT - 1;
       ws_wgmma_fence();
 #pragma unroll
       for (int s = 0; s < 4; ++s) {  // 32 bytes of K per step: descriptor address + 2
-        if constexpr (PROMOTE) wgmma_m64k32_e4m3_ss<BN>(part, da + 2 * s, db + 2 * s, s > 0);
+        if constexpr (PROMOTE) wgmma_m64k32_e4m3_ss<BN>(part, da + 2 * s, db + 2 * s, !group_start || s > 0);
         else wgmma_m64k16_ss<BN>(acc, da + 2 * s, db + 2 * s, kt > 0 || s > 0);
       }
       ws_wgmma_commit();
-      if constexpr (PROMOTE) {
-        ws_wgmma_wait<0>();  // the slice's partial sum is complete; the other warpgroup keeps the tensor cores busy
+      if (kt == 0) stash_rows();  // (never MXFP8: its loop is TmaWsMxLoop)
+      if (PROMOTE && group_end) {
+        ws_wgmma_wait<0>();  // the group's partial sum is complete; the other warpgroup keeps the tensor cores busy
         ws_fence_operands(part);
+        if (pending >= 0) release(pending);
+        pending = -1;
         release(slot);
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[i] = kt == 0 ? part[i] : acc[i] + part[i];
+        for (int i = 0; i < BN / 2; ++i) acc[i] = kt < PROMOTE_SLICES ? part[i] : acc[i] + part[i];
       } else {
         ws_wgmma_wait<1>();  // retires the group before this one
         if (pending >= 0) release(pending);
@@ -431,21 +478,18 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
     ws_wgmma_wait<0>();
     if (pending >= 0) release(pending);
     if (!active) continue;
-    // Router weights of the thread's two rows. Loaded here, not before the K
-    // loop: across it, their two registers spill next to 128 accumulators.
-    const int r_lo = row_begin + 64 * wg + wr16 + g, r_hi = r_lo + 8;
-    float gam_lo = 1.f, gam_hi = 1.f;
-    if (ROUTER_WEIGHT) {
-      if (r_lo < row_end) gam_lo = p.gamma[p.sorted_route[r_lo]];
-      if (r_hi < row_end) gam_hi = p.gamma[p.sorted_route[r_hi]];
-    }
-
-    // FP8 per-token: the activation scale of each row (X's row is the token).
-    float sa_lo = 1.f, sa_hi = 1.f;
-    if constexpr (SCALE == kTmaWsScaleExpert || SCALE == kTmaWsScaleChannel) {
-      const float* sa = (const float*)p.a_scales;
-      if (r_lo < row_end) sa_lo = sa[GATHER ? p.sorted_route[r_lo] / p.top_k : r_lo];
-      if (r_hi < row_end) sa_hi = sa[GATHER ? p.sorted_route[r_hi] / p.top_k : r_hi];
+    float gam_lo, gam_hi, sa_lo, sa_hi;
+    if constexpr (MX) {
+      row_operands(0, gam_lo, sa_lo);
+      row_operands(1, gam_hi, sa_hi);
+    } else {
+      __syncwarp();
+      u32 a, b;
+      lds64(stg + g * 8, a, b);
+      gam_lo = __uint_as_float(a), sa_lo = __uint_as_float(b);
+      lds64(stg + (g + 8) * 8, a, b);
+      gam_hi = __uint_as_float(a), sa_hi = __uint_as_float(b);
+      __syncwarp();  // the staging passes below overwrite the stash
     }
     const float* sw = (const float*)p.w_scales;
     const float sw_expert = SCALE == kTmaWsScaleExpert ? sw[expert] : 1.f;
@@ -459,57 +503,87 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
       const float w = SCALE == kTmaWsScaleChannel ? sw[bias_row + phys] : sw_expert;
       return (v * (h ? sa_hi : sa_lo)) * w;
     };
-    if constexpr (GATED) {
+    // Stores (not MXFP8): each warp writes its 16 rows x 128 bytes of output per pass
+    // into its staging block (C-fragment order), then every lane stores 16
+    // contiguous bytes of one row: eight lanes cover a row's 128 bytes, so a
+    // store instruction writes four whole 128-byte lines instead of
+    // 16-byte pieces of eight rows. Without 16-byte alignment of out and its
+    // row stride, each thread stores its pairs directly.
+    constexpr int EOB = OUT_F32 ? 4 : 2;                // bytes per output element
+    constexpr int PASS_BLOCKS = 128 / EOB / 8;          // n8 blocks per pass (8 bf16, 4 fp32)
+    constexpr int NOB = GATED ? BN / 16 : BN / 8;       // output n8 blocks of the item
+    static_assert(NOB % PASS_BLOCKS == 0, "whole passes");
+    const bool vec =
+        !MX && ((reinterpret_cast<unsigned long long>(p.out) | (unsigned long long)p.out_row_stride * EOB) & 15) == 0;
+    const int row0 = row_begin + 64 * wg + wr16;  // the warp's first row (r_lo = row0 + g)
 #pragma unroll
-      for (int i = 0; i < BN / 16; ++i) {
-        const int col = c0 + 8 * i + 2 * q;
-        if (col >= NOUT) break;
-        float bg[2] = {0.f, 0.f}, bu[2] = {0.f, 0.f};
-        if (BIAS != kBiasNone) {
+    for (int pass = 0; pass < NOB / PASS_BLOCKS; ++pass) {
+      if (c0 + pass * PASS_BLOCKS * 8 >= NOUT) break;
 #pragma unroll
-          for (int t = 0; t < 2; ++t) {
-            const int c = col + t;
-            bg[t] = tma_ws_bias<BIAS>(p.bias, bias_row + (ACT == kActSiluGated ? c : 2 * c));
-            bu[t] = tma_ws_bias<BIAS>(p.bias, bias_row + (ACT == kActSiluGated ? (N >> 1) + c : 2 * c + 1));
+      for (int ib = 0; ib < PASS_BLOCKS; ++ib) {
+        const int i = pass * PASS_BLOCKS + ib;
+        const int col = c0 + 8 * i + 2 * q;  // output columns col, col + 1
+        float v[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [row r_lo / r_hi][column]
+        if (col < NOUT) {
+          if constexpr (GATED) {
+            float bg[2] = {0.f, 0.f}, bu[2] = {0.f, 0.f};
+            if (BIAS != kBiasNone) {
+#pragma unroll
+              for (int t = 0; t < 2; ++t) {
+                const int c = col + t;
+                bg[t] = tma_ws_bias<BIAS>(p.bias, bias_row + (ACT == kActSiluGated ? c : 2 * c));
+                bu[t] = tma_ws_bias<BIAS>(p.bias, bias_row + (ACT == kActSiluGated ? (N >> 1) + c : 2 * c + 1));
+              }
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int t = 0; t < 2; ++t) {
+                const int c = col + t;
+                const float gate = scaled(acc[4 * i + 2 * h + t], h, ACT == kActSiluGated ? c : 2 * c) + bg[t];
+                const float up =
+                    scaled(acc[4 * (i + BN / 16) + 2 * h + t], h, ACT == kActSiluGated ? (N >> 1) + c : 2 * c + 1) + bu[t];
+                v[h][t] = (h ? gam_hi : gam_lo) * gated_act<ACT>(gate, up, p.act_alpha, p.act_limit);
+              }
+          } else {
+            const float b[2] = {tma_ws_bias<BIAS>(p.bias, bias_row + col), tma_ws_bias<BIAS>(p.bias, bias_row + col + 1)};
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int t = 0; t < 2; ++t) v[h][t] = (scaled(acc[4 * i + 2 * h + t], h, col + t) + b[t]) * (h ? gam_hi : gam_lo);
           }
         }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = h ? r_hi : r_lo;
-          if (r >= row_end) continue;
-          const float gm = h ? gam_hi : gam_lo;
-          float o[2];
-#pragma unroll
-          for (int t = 0; t < 2; ++t) {
-            const int c = col + t;
-            const float gate = scaled(acc[4 * i + 2 * h + t], h, ACT == kActSiluGated ? c : 2 * c) + bg[t];
-            const float up = scaled(acc[4 * (i + BN / 16) + 2 * h + t], h, ACT == kActSiluGated ? (N >> 1) + c : 2 * c + 1) + bu[t];
-            o[t] = gm * gated_act<ACT>(gate, up, p.act_alpha, p.act_limit);
+          const int sr = g + 8 * h;  // staging row (sr & 7 == g)
+          if (vec) {
+            if (OUT_F32)
+              sts64(stg + sr * 128 + (((2 * ib + (q >> 1)) ^ g) << 4) + (q & 1) * 8, __float_as_uint(v[h][0]),
+                    __float_as_uint(v[h][1]));
+            else
+              sts32(stg + sr * 128 + ((ib ^ g) << 4) + q * 4, pack_bf16x2(v[h][0], v[h][1]));
+          } else if (row0 + sr < row_end && col < NOUT) {
+            const i64 at = (i64)(row0 + sr) * p.out_row_stride + col;
+            if (OUT_F32) {
+              ((float*)p.out)[at] = v[h][0];
+              ((float*)p.out)[at + 1] = v[h][1];
+            } else {
+              *(u32*)((u16*)p.out + at) = pack_bf16x2(v[h][0], v[h][1]);
+            }
           }
-          *(u32*)((u16*)p.out + (i64)r * p.out_row_stride + col) = pack_bf16x2(o[0], o[1]);
         }
       }
-    } else {
+      if (vec) {
+        __syncwarp();
 #pragma unroll
-      for (int i = 0; i < BN / 8; ++i) {
-        const int n = c0 + 8 * i + 2 * q;
-        if (n >= NOUT) break;
-        const float b[2] = {tma_ws_bias<BIAS>(p.bias, bias_row + n), tma_ws_bias<BIAS>(p.bias, bias_row + n + 1)};
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = h ? r_hi : r_lo;
-          if (r >= row_end) continue;
-          const float gm = h ? gam_hi : gam_lo;
-          const float v0 = (scaled(acc[4 * i + 2 * h], h, n) + b[0]) * gm;
-          const float v1 = (scaled(acc[4 * i + 2 * h + 1], h, n + 1) + b[1]) * gm;
-          if (OUT_F32) {
-            float* o = (float*)p.out + (i64)r * p.out_row_stride + n;
-            o[0] = v0;
-            o[1] = v1;
-          } else {
-            *(u32*)((u16*)p.out + (i64)r * p.out_row_stride + n) = pack_bf16x2(v0, v1);
-          }
+        for (int j = 0; j < 4; ++j) {
+          const int sr = 4 * j + (lane >> 3), ch = lane & 7;
+          const int r = row0 + sr, col = c0 + pass * PASS_BLOCKS * 8 + ch * (16 / EOB);
+          u32 a, b, c, d;
+          lds128(stg + sr * 128 + ((ch ^ (sr & 7)) << 4), a, b, c, d);
+          if (r < row_end && col < NOUT) stg128((u8*)p.out + ((i64)r * p.out_row_stride + col) * EOB, a, b, c, d);
         }
+        __syncwarp();  // the next pass overwrites the block
       }
     }
   }

@@ -20,6 +20,9 @@ struct Fp8GemmConfig {
   // weight rows (the accumulator and the partial sums both fit), 384
   // threads, one CTA per SM; stages is its ring depth.
   bool ws = false;
+  // fp8_per_token on that kernel: K slices (128 each) per promotion of the
+  // e4m3 partial sum into the fp32 accumulator (MXFP8 scales every 32 K).
+  int promote_slices = 1;
   // fp8_per_token at most 8 routed rows per expert hit: the decode kernel
   // (kernels/grouped_gemm_fp8_decode_sm90.cuh): weights as the A operand,
   // 8-row m-tiles, wn warps of 16 weight rows along N, kw warps along K,

@@ -99,7 +99,7 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
                          std::to_string(c.bn()) + ", " + std::to_string(c.stages) + ", " +
                          std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
                          b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ", " +
-                         b(c.k_tail) + ">";
+                         b(c.k_tail) + ", " + std::to_string(c.promote_slices) + ">";
   } else {
     ks.source += "\n";
     ks.source += kernel_file("grouped_gemm_fp8_sm90.cuh");
