@@ -175,7 +175,11 @@ __device__ __forceinline__ void mma_e4m3_16832_zero(float (&d)[4], u32 a0, u32 a
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(z));
 }
 
-__device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __expf(-x)); }
+// 1 / (1 + e^-x) with the approximate division (__fdividef: within 2 ulp; 0
+// where 1 + e^-x exceeds 2^126, where the IEEE quotient is below 2^-126): two
+// instructions where the IEEE division takes a Newton sequence and a
+// slow-path branch. NaN stays NaN.
+__device__ __forceinline__ float sigmoidf_(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 
 // ---- Programmatic dependent launch (sm_90) ------------------------------------
 // The MoE layer launches route -> gate_up -> down -> combine (gate_up -> down ->

@@ -497,83 +497,79 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
     // Epilogue: acc[4i .. 4i + 3] is the m16n8 C fragment of n8 block i: rows
     // r_lo (elements 0, 1) and r_hi (2, 3), ring columns 8 i + 2 q, + 1.
     const i64 bias_row = (i64)expert * N;
-    // acc * sa * sw of weight row `phys` (its expert's physical row).
-    auto scaled = [&](float v, int h, i64 phys) {
-      if constexpr (SCALE == kTmaWsScaleNone || SCALE == kTmaWsScaleBlock) return v;
-      const float w = SCALE == kTmaWsScaleChannel ? sw[bias_row + phys] : sw_expert;
-      return (v * (h ? sa_hi : sa_lo)) * w;
+    // Output n8 block i holds output columns c0 + 8 i + 2 q + t (t = 0, 1);
+    // gated, its gate and up accumulators are n8 blocks i and i + BN / 16.
+    // Physical weight rows (bias and per-channel scale index) of column c:
+    auto gate_row = [&](int c) { return ACT == kActSiluGated ? c : GATED ? 2 * c : c; };
+    auto up_row = [&](int c) { return ACT == kActSiluGated ? (N >> 1) + c : 2 * c + 1; };
+    // The epilogue operands of one column: bias and weight scale of its gate
+    // (or only) row and of its up row.
+    struct ColumnOps {
+      float bg, bu, wg, wu;
     };
-    // Stores (not MXFP8): each warp writes its 16 rows x 128 bytes of output per pass
-    // into its staging block (C-fragment order), then every lane stores 16
-    // contiguous bytes of one row: eight lanes cover a row's 128 bytes, so a
-    // store instruction writes four whole 128-byte lines instead of
-    // 16-byte pieces of eight rows. Without 16-byte alignment of out and its
-    // row stride, each thread stores its pairs directly.
-    constexpr int EOB = OUT_F32 ? 4 : 2;                // bytes per output element
-    constexpr int PASS_BLOCKS = 128 / EOB / 8;          // n8 blocks per pass (8 bf16, 4 fp32)
-    constexpr int NOB = GATED ? BN / 16 : BN / 8;       // output n8 blocks of the item
-    static_assert(NOB % PASS_BLOCKS == 0, "whole passes");
+    auto column_ops = [&](int c) {
+      ColumnOps o{0.f, 0.f, sw_expert, sw_expert};
+      if (BIAS != kBiasNone) {
+        o.bg = tma_ws_bias<BIAS>(p.bias, bias_row + gate_row(c));
+        if (GATED) o.bu = tma_ws_bias<BIAS>(p.bias, bias_row + up_row(c));
+      }
+      if constexpr (SCALE == kTmaWsScaleChannel) {
+        o.wg = sw[bias_row + gate_row(c)];
+        if (GATED) o.wu = sw[bias_row + up_row(c)];
+      }
+      return o;
+    };
+    // The output value of n8 block i, row h (r_lo / r_hi), column t.
+    auto out_value = [&](int i, int h, int t, const ColumnOps& o) {
+      const float sa = h ? sa_hi : sa_lo, gm = h ? gam_hi : gam_lo;
+      auto scaled = [&](float v, float w) {
+        if constexpr (SCALE == kTmaWsScaleExpert || SCALE == kTmaWsScaleChannel) return (v * sa) * w;
+        return v;
+      };
+      if constexpr (GATED) {
+        const float gate = scaled(acc[4 * i + 2 * h + t], o.wg) + o.bg;
+        const float up = scaled(acc[4 * (i + BN / 16) + 2 * h + t], o.wu) + o.bu;
+        return gm * gated_act<ACT>(gate, up, p.act_alpha, p.act_limit);
+      }
+      return (scaled(acc[4 * i + 2 * h + t], o.wg) + o.bg) * gm;
+    };
+    constexpr int EOB = OUT_F32 ? 4 : 2;           // bytes per output element
+    constexpr int NOB = GATED ? BN / 16 : BN / 8;  // output n8 blocks of the item
     const bool vec =
         !MX && ((reinterpret_cast<unsigned long long>(p.out) | (unsigned long long)p.out_row_stride * EOB) & 15) == 0;
     const int row0 = row_begin + 64 * wg + wr16;  // the warp's first row (r_lo = row0 + g)
+    if (vec) {
+      // Each warp writes its 16 rows x 128 bytes of output per pass into its
+      // staging block (C-fragment order, 16-byte chunks XOR-swizzled by row:
+      // no bank conflicts either way), then every lane stores 16 contiguous
+      // bytes of one row: eight lanes cover a row's 128 bytes, so a store
+      // instruction writes four whole 128-byte lines instead of 16-byte
+      // pieces of eight rows. The pass's epilogue operands load together
+      // first (a column past N reads column N - 1 and is never stored), and
+      // the pass is straight-line code.
+      constexpr int PASS_BLOCKS = 128 / EOB / 8;  // n8 blocks per pass (8 bf16, 4 fp32)
+      static_assert(NOB % PASS_BLOCKS == 0, "whole passes");
 #pragma unroll
-    for (int pass = 0; pass < NOB / PASS_BLOCKS; ++pass) {
-      if (c0 + pass * PASS_BLOCKS * 8 >= NOUT) break;
+      for (int pass = 0; pass < NOB / PASS_BLOCKS; ++pass) {
+        if (c0 + pass * PASS_BLOCKS * 8 >= NOUT) break;
+        ColumnOps ops[PASS_BLOCKS][2];
 #pragma unroll
-      for (int ib = 0; ib < PASS_BLOCKS; ++ib) {
-        const int i = pass * PASS_BLOCKS + ib;
-        const int col = c0 + 8 * i + 2 * q;  // output columns col, col + 1
-        float v[2][2] = {{0.f, 0.f}, {0.f, 0.f}};  // [row r_lo / r_hi][column]
-        if (col < NOUT) {
-          if constexpr (GATED) {
-            float bg[2] = {0.f, 0.f}, bu[2] = {0.f, 0.f};
-            if (BIAS != kBiasNone) {
+        for (int ib = 0; ib < PASS_BLOCKS; ++ib)
 #pragma unroll
-              for (int t = 0; t < 2; ++t) {
-                const int c = col + t;
-                bg[t] = tma_ws_bias<BIAS>(p.bias, bias_row + (ACT == kActSiluGated ? c : 2 * c));
-                bu[t] = tma_ws_bias<BIAS>(p.bias, bias_row + (ACT == kActSiluGated ? (N >> 1) + c : 2 * c + 1));
-              }
-            }
+          for (int t = 0; t < 2; ++t) ops[ib][t] = column_ops(min(c0 + 8 * (pass * PASS_BLOCKS + ib) + 2 * q + t, NOUT - 1));
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
+        for (int ib = 0; ib < PASS_BLOCKS; ++ib) {
+          const int i = pass * PASS_BLOCKS + ib;
 #pragma unroll
-              for (int t = 0; t < 2; ++t) {
-                const int c = col + t;
-                const float gate = scaled(acc[4 * i + 2 * h + t], h, ACT == kActSiluGated ? c : 2 * c) + bg[t];
-                const float up =
-                    scaled(acc[4 * (i + BN / 16) + 2 * h + t], h, ACT == kActSiluGated ? (N >> 1) + c : 2 * c + 1) + bu[t];
-                v[h][t] = (h ? gam_hi : gam_lo) * gated_act<ACT>(gate, up, p.act_alpha, p.act_limit);
-              }
-          } else {
-            const float b[2] = {tma_ws_bias<BIAS>(p.bias, bias_row + col), tma_ws_bias<BIAS>(p.bias, bias_row + col + 1)};
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int t = 0; t < 2; ++t) v[h][t] = (scaled(acc[4 * i + 2 * h + t], h, col + t) + b[t]) * (h ? gam_hi : gam_lo);
-          }
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int sr = g + 8 * h;  // staging row (sr & 7 == g)
-          if (vec) {
+          for (int h = 0; h < 2; ++h) {
+            const float v0 = out_value(i, h, 0, ops[ib][0]), v1 = out_value(i, h, 1, ops[ib][1]);
+            const u32 row_at = stg + (g + 8 * h) * 128;  // staging row g + 8 h ((g + 8 h) & 7 == g)
             if (OUT_F32)
-              sts64(stg + sr * 128 + (((2 * ib + (q >> 1)) ^ g) << 4) + (q & 1) * 8, __float_as_uint(v[h][0]),
-                    __float_as_uint(v[h][1]));
+              sts64(row_at + (((2 * ib + (q >> 1)) ^ g) << 4) + (q & 1) * 8, __float_as_uint(v0), __float_as_uint(v1));
             else
-              sts32(stg + sr * 128 + ((ib ^ g) << 4) + q * 4, pack_bf16x2(v[h][0], v[h][1]));
-          } else if (row0 + sr < row_end && col < NOUT) {
-            const i64 at = (i64)(row0 + sr) * p.out_row_stride + col;
-            if (OUT_F32) {
-              ((float*)p.out)[at] = v[h][0];
-              ((float*)p.out)[at + 1] = v[h][1];
-            } else {
-              *(u32*)((u16*)p.out + at) = pack_bf16x2(v[h][0], v[h][1]);
-            }
+              sts32(row_at + ((ib ^ g) << 4) + q * 4, pack_bf16x2(v0, v1));
           }
         }
-      }
-      if (vec) {
         __syncwarp();
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -584,6 +580,28 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
           if (r < row_end && col < NOUT) stg128((u8*)p.out + ((i64)r * p.out_row_stride + col) * EOB, a, b, c, d);
         }
         __syncwarp();  // the next pass overwrites the block
+      }
+    } else {
+      // MXFP8 (no staging block), or out / its row stride not 16-byte
+      // aligned: each thread stores its column pairs.
+#pragma unroll
+      for (int i = 0; i < NOB; ++i) {
+        const int col = c0 + 8 * i + 2 * q;
+        if (col >= NOUT) break;
+        const ColumnOps o0 = column_ops(col), o1 = column_ops(col + 1);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = row0 + g + 8 * h;
+          if (r >= row_end) continue;
+          const float v0 = out_value(i, h, 0, o0), v1 = out_value(i, h, 1, o1);
+          const i64 at = (i64)r * p.out_row_stride + col;
+          if (OUT_F32) {
+            ((float*)p.out)[at] = v0;
+            ((float*)p.out)[at + 1] = v1;
+          } else {
+            *(u32*)((u16*)p.out + at) = pack_bf16x2(v0, v1);
+          }
+        }
       }
     }
   }
