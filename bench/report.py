@@ -175,7 +175,9 @@ def main():
         if env.get("moejit_version") or env.get("date"):
             L.append(f"From the bench/run.sh run in docs/results-data/ ({env.get('date', '')}).")
         L.append("This and the per-model sections come from the full bench/run.sh run kept in docs/results-data/; "
-                 "the [triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
+                 "the [prefill section](#prefill-layers-at-t--4096-and-16384) is a newer run at T = 4096 and 16384 "
+                 "(the current TMA warp-specialized kernels), and the "
+                 "[triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
                  "separate call (moejit-run beside OpenAI's triton_kernels).")
         L.append("")
         L.append("| T | moejit us | floor us | TB/s | TFLOP/s | peer: MXFP4 dequant + _grouped_mm (gu+down) us |")
@@ -267,6 +269,7 @@ def main():
                  "(parallel, all cores).")
         L.append("")
 
+    L.extend(prefill_section(os.path.join(args.data, "prefill")))
     L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
     L.extend(serving_section(os.path.join(args.data, "serving")))
     L.extend(python_host_cost_section(os.path.join(args.data, "python-host-cost", "overhead.jsonl")))
@@ -284,6 +287,52 @@ def main():
         f.write("\n".join(L) + "\n")
     print(f"report.py: wrote {out_path}" + (f" and {args.chart}" if chart_note else ""))
     return 0
+
+
+def prefill_section(folder):
+    """The prefill layers (T = 4096 and 16384, every model and mode, uniform routing) from
+    a bench/run.sh run restricted to those T (MOEJIT_BENCH_ARGS="--tokens 4096,16384"):
+    its moejit.jsonl and peers.jsonl, with the ceilings measured in that run."""
+    m_path, p_path = os.path.join(folder, "moejit.jsonl"), os.path.join(folder, "peers.jsonl")
+    if not (os.path.exists(m_path) and os.path.exists(p_path)):
+        return []
+    mrows, prows = read_jsonl(m_path), read_jsonl(p_path)
+    env = next((r for r in mrows if r.get("kind") == "env"), {})
+    ceil = next((r for r in prows if r.get("kind") == "ceiling"), {})
+    ceilings = {k: float(ceil[k]) if isinstance(ceil.get(k), (int, float)) else v for k, v in FALLBACK.items()}
+    peer = {(r["model"], r["gemm"], r["T"], r["peer"]): r.get("us") for r in prows
+            if "gemm" in r and "peer" in r and r.get("routing", "uniform") == "uniform"}
+    cell = {(r["model"], r["mode"], r["T"], r["kind"]): r for r in mrows
+            if "us" in r and r.get("kind") in ("layer", "gate_up", "down") and r.get("routing", "uniform") == "uniform"}
+    keys = sorted({(k[0], k[1], k[2]) for k in cell},
+                  key=lambda k: (MODE_ORDER.index(k[1]) if k[1] in MODE_ORDER else 9,
+                                 MODEL_ORDER.index(k[0]) if k[0] in MODEL_ORDER else 9, k[2]))
+    if not keys:
+        return []
+    L = ["## Prefill layers at T = 4096 and 16384", ""]
+    L.append("A bench/run.sh run restricted to these T (`MOEJIT_BENCH_ARGS=\"--tokens 4096,16384\" bash bench/run.sh`, "
+             "then its moejit.jsonl and peers.jsonl copied to docs/results-data/prefill/)" +
+             (f", {env['date']}" if env.get("date") else "") + ", with the kernels of this tree; where it differs "
+             "from the per-model sections above, which come from the full run, this is the newer measurement. "
+             f"Ceilings of this run: copy {ceilings['copy_TBps']:.2f} TB/s, bf16 matmul "
+             f"{ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s, fp8 matmul {ceilings['fp8_mm_TFLOPs']:.0f} TFLOP/s. "
+             "Uniform routing; ratio = peer us / moejit us (> 1: moejit faster); peers and timing as above.")
+    L.append("")
+    L.append("| mode | model | T | layer us | peer gu+down us | ratio | gate_up us (ratio) | down us (ratio) | "
+             "layer TFLOP/s | % peak |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    for model, mode, T in keys:
+        name = PEER_OF_MODE.get(mode, "")
+        lay, gu, dn = (cell.get((model, mode, T, k)) for k in ("layer", "gate_up", "down"))
+        pg, pd = peer.get((model, "gate_up", T, name)), peer.get((model, "down", T, name))
+        ratio = lambda pus, r: fmt(pus / r["us"], 2) if pus and r else "-"
+        peak = ceilings["fp8_mm_TFLOPs"] if mode in ("mxfp8", "fp8_per_token") else ceilings["bf16_mm_TFLOPs"]
+        pl = pg + pd if pg and pd else None
+        L.append(f"| {mode} | {model} | {T} | {fmt(lay['us']) if lay else '-'} | {fmt(pl)} | {ratio(pl, lay)} | "
+                 f"{fmt(gu['us']) if gu else '-'} ({ratio(pg, gu)}) | {fmt(dn['us']) if dn else '-'} ({ratio(pd, dn)}) | "
+                 f"{fmt(lay['tflops']) if lay else '-'} | {fmt(100 * lay['tflops'] / peak, 0) if lay else '-'} |")
+    L.append("")
+    return L
 
 
 def mxfp4_vs_triton_section(folder):
