@@ -70,6 +70,11 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
               CHECK(c.splits == 1);
               CHECK(c.grid_y(100) == 1u);
               CHECK(c.grid_x(key.n, 1000) <= 132u);
+              // The ring, its mbarriers, then the epilogue's staging block
+              // (16 KB, 128-byte aligned): kernels/grouped_gemm_tma_ws_sm90.cuh.
+              CHECK(c.smem_bytes(q, key.k) ==
+                    1024u + c.stages * (128u * 128u + 256u * 128u) + 16u * c.stages + 128u + 16384u);
+              CHECK(c.stages == 4);  // 48 KB slices
             }
           }
           if (c.kernel == ops::GemmKernel::mxfp4_decode) {
