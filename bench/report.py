@@ -175,9 +175,9 @@ def main():
         if env.get("moejit_version") or env.get("date"):
             L.append(f"From the bench/run.sh run in docs/results-data/ ({env.get('date', '')}).")
         L.append("This and the per-model sections come from the full bench/run.sh run kept in docs/results-data/; "
-                 "the [prefill section](#prefill-layers-at-t--4096-and-16384) is a newer run at T = 4096 and 16384 "
-                 "(the current TMA warp-specialized kernels), and the "
-                 "[triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
+                 "the [prefill section](#prefill-layers-at-t--4096-and-16384) is a separate run at T = 4096 and 16384 "
+                 "that measured the TMA warp-specialized kernel's present epilogue and FP8 promotion (docs/kernels.md), "
+                 "and the [triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
                  "separate call (moejit-run beside OpenAI's triton_kernels).")
         L.append("")
         L.append("| T | moejit us | floor us | TB/s | TFLOP/s | peer: MXFP4 dequant + _grouped_mm (gu+down) us |")
@@ -312,8 +312,10 @@ def prefill_section(folder):
     L = ["## Prefill layers at T = 4096 and 16384", ""]
     L.append("A bench/run.sh run restricted to these T (`MOEJIT_BENCH_ARGS=\"--tokens 4096,16384\" bash bench/run.sh`, "
              "then its moejit.jsonl and peers.jsonl copied to docs/results-data/prefill/)" +
-             (f", {env['date']}" if env.get("date") else "") + ", with the kernels of this tree; where it differs "
-             "from the per-model sections above, which come from the full run, this is the newer measurement. "
+             (f", {env['date']}" if env.get("date") else "") + ". It measured the TMA warp-specialized kernel with "
+             "its present epilogue and FP8 per-token promotion (docs/kernels.md, \"Epilogue and promotion\"), which the "
+             "full run behind the per-model sections above did not have: at these T its figures are the ones that "
+             "describe the kernels. "
              f"Ceilings of this run: copy {ceilings['copy_TBps']:.2f} TB/s, bf16 matmul "
              f"{ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s, fp8 matmul {ceilings['fp8_mm_TFLOPs']:.0f} TFLOP/s. "
              "Uniform routing; ratio = peer us / moejit us (> 1: moejit faster); peers and timing as above.")

@@ -43,7 +43,8 @@
 //     into its shared-memory staging block. The epilogue (scales, bias,
 //     activation, router weight) writes each warp's output through that
 //     block, 16 bytes per lane and whole 128-byte row pieces per store
-//     (MXFP8: 4-byte stores of its fragments), while the producer already
+//     (MXFP8, and an output whose address or row stride is not a multiple
+//     of 16 bytes: 4-byte stores of the fragments), while the producer already
 //     fills the next item's slices.
 // Work items: (m-tile, weight block) pairs walked by every CTA with stride
 // gridDim.x. Each expert's m-tiles (consecutive in the tile list) are cut
@@ -254,6 +255,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   using L = TmaWsLayout<BN, MX>;
   static_assert(BN == 128 || BN == 256, "BN: 128 or 256 weight rows");
   static_assert(STAGES >= 2, "a ring of at least two slices");
+  static_assert(PROMOTE_SLICES >= 1, "a promotion covers at least one slice");
   static_assert(!(OUT_F32 && ACT != kActNone), "gated activations write bf16");
   static_assert(ELEM == kTmaWsBf16 || ELEM == kTmaWsE4m3, "bf16 or e4m3 operands");
   static_assert(ELEM == kTmaWsE4m3 || SCALE == kTmaWsScaleNone, "bf16 has no scales");
@@ -541,12 +543,13 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
     if (vec) {
       // Each warp writes its 16 rows x 128 bytes of output per pass into its
       // staging block (C-fragment order, 16-byte chunks XOR-swizzled by row:
-      // no bank conflicts either way), then every lane stores 16 contiguous
-      // bytes of one row: eight lanes cover a row's 128 bytes, so a store
-      // instruction writes four whole 128-byte lines instead of 16-byte
-      // pieces of eight rows. The pass's epilogue operands load together
-      // first (a column past N reads column N - 1 and is never stored), and
-      // the pass is straight-line code.
+      // the bf16 writes and the 16-byte reads are free of bank conflicts, the
+      // fp32 writes 2-way conflicted per half-warp), then every lane stores
+      // 16 contiguous bytes of one row: eight lanes cover a row's 128 bytes,
+      // so a store instruction writes four 128-byte row pieces instead of
+      // 16-byte pieces of eight rows. The pass's epilogue operands load
+      // together first (a column at or past NOUT reads column NOUT - 1 and is
+      // never stored), and the pass is straight-line code.
       constexpr int PASS_BLOCKS = 128 / EOB / 8;  // n8 blocks per pass (8 bf16, 4 fp32)
       static_assert(NOB % PASS_BLOCKS == 0, "whole passes");
 #pragma unroll

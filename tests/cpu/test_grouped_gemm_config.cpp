@@ -74,7 +74,7 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
               // (16 KB, 128-byte aligned): kernels/grouped_gemm_tma_ws_sm90.cuh.
               CHECK(c.smem_bytes(q, key.k) ==
                     1024u + c.stages * (128u * 128u + 256u * 128u) + 16u * c.stages + 128u + 16384u);
-              CHECK(c.stages == 4);  // 48 KB slices
+              if (!std::getenv("MOEJIT_GEMM_TUNE")) CHECK(c.stages == 4);  // 48 KB slices
             }
           }
           if (c.kernel == ops::GemmKernel::mxfp4_decode) {
