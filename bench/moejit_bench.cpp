@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -35,6 +36,7 @@
 #include "moejit/bucketing.hpp"
 #include "codegen/kernel_source.hpp"
 #include "moejit/moe_wgrad.hpp"
+#include "moejit/version.hpp"
 
 using namespace moejit;
 using namespace moejit::bench;
@@ -354,8 +356,13 @@ int main(int argc, char** argv) {
     Runtime rt(ro);
     cfg.gpu = gpu_name();
     const auto t0 = std::chrono::steady_clock::now();
+    // date and moejit_version: which run and build a results page shows.
+    const std::time_t now = std::time(nullptr);
+    char date[32] = "";
+    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
     emit(json{{"bench", "moejit"}, {"kind", "env"}, {"gpu", cfg.gpu}, {"driver", driver::cuda().driver_version},
-              {"tokens", cfg.tokens}, {"models", cfg.models}, {"modes", cfg.modes}, {"iters", cfg.iters}});
+              {"tokens", cfg.tokens}, {"models", cfg.models}, {"modes", cfg.modes}, {"iters", cfg.iters},
+              {"date", date}, {"moejit_version", std::string(moejit::version())}});
     for (const auto& model : cfg.models) {
       for (const auto& mode : cfg.modes) {
         try {
