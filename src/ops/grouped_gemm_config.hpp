@@ -111,6 +111,12 @@ inline constexpr int kSplitKMax = 4;
 // work items themselves, so a GPU with fewer SMs only queues the rest.
 inline constexpr std::uint64_t kPersistentMaxCtas = 132;
 
+// Shared memory of the TMA warp-specialized kernel's epilogue staging
+// (kernels/grouped_gemm_tma_ws_sm90.cuh, TmaWsLayout::kEpiBytes: 8 consumer
+// warps x 2 KB) and its 128-byte alignment after the mbarriers; every mode but
+// MXFP8 has it (bf16_ws here, FP8 per token in fp8_gemm_config.cpp).
+inline constexpr std::uint32_t kTmaWsEpilogueSmemBytes = 128 + 8 * 2048;
+
 inline std::uint32_t max_m_tiles(std::uint64_t rows, std::uint32_t experts, int bm) {
   const std::uint64_t nonempty = rows < experts ? rows : experts;
   return static_cast<std::uint32_t>(rows / bm + nonempty);
