@@ -13,19 +13,21 @@ Without --gpu (CPU tensors; where the layer compares CUDA device indices the CPU
     with one call per element (per_element_check below) plus the four address reads,
   - one nanobind call (moejit.round_up_tokens).
 With --gpu: the gpt-oss-120b layer with random MXFP4 weights, prewarmed, for each T, the median
-host time of
-  - idle (each call alone, after torch.cuda.synchronize()): MoeLayer.run(out=...), forward() (it
-    allocates out), torch.ops.moejit.moe_layer (the dispatcher), MoeLayer.core.run_ptr (addresses
-    as integers) and C++ MoeLayer::run (MoeLayer.core.host_time_us, the same call from C++);
-  - spin (each call alone, after polling the stream until idle: the thread never sleeps): run and C++;
-  - settled idle (each call alone, SETTLE_US of busy waiting after the synchronize, in Python for
-    run and in C++ for the C++ call; why: SETTLE_US below): run and C++;
-  - back to back (calls 2..8 of a burst of 8 made without synchronizing, as a serving loop enqueues
-    layer after layer): run, forward and C++.
-The Python cost is run - C++ (target <= 5 us, settled idle and back to back; the immediate idle
-difference is reported beside it as run_minus_cpp_us); args_us is the check alone in
-a loop (moejit.torch._fast_args, which also builds its result tuple: an upper bound of what
-TorchLayerCall's check costs) and the stream query.
+host time of MoeLayer.run(out=...) (Python) and of C++ MoeLayer::run (MoeLayer.core.host_time_us,
+the same call made from C++), each measured in the same conditions:
+  - idle: every sample starts from an idle GPU, launches one untimed layer call, waits for it
+    with WAIT (below), busy-waits SETTLE_US (or not: "immediate"), then times one call, then
+    waits for it untimed. WAIT is either the stream synchronize of the moejit driver wrapper
+    (moejit.device.synchronize(stream): cuStreamSynchronize) or torch.cuda.synchronize()
+    (cudaDeviceSynchronize); both paths are timed after each, since the way a wait was made
+    changes the host time of the next launch for any caller;
+  - back to back: calls 2..8 of a burst of 8 made without synchronizing, as a serving loop
+    enqueues layer after layer while the GPU runs the earlier ones: run, forward() and C++;
+  - after the stream synchronize, immediate: forward() (it allocates out), torch.ops.moejit.moe_layer
+    (the dispatcher) and MoeLayer.core.run_ptr (addresses as integers).
+The Python cost is run - C++ (target <= 5 us at every T in every condition above); args_us is
+the check alone in a loop (moejit.torch._fast_args, which also builds its result tuple: an upper
+bound of what TorchLayerCall's check costs) and the stream query.
 One JSON object per measurement on stdout (and in --json FILE).
 """
 from __future__ import annotations
@@ -110,17 +112,6 @@ def settle(us: float) -> None:
         pass
 
 
-def one_call_us(fn, sync, settle_us: float = 0.0) -> float:
-    """Host time of one call, the GPU idle before it (settle_us after the synchronize)."""
-    sync()
-    if settle_us:
-        settle(settle_us)
-    t0 = time.perf_counter_ns()
-    fn()
-    t1 = time.perf_counter_ns()
-    return (t1 - t0) / 1e3
-
-
 BURST = 8  # calls per back-to-back burst
 
 
@@ -138,6 +129,7 @@ def burst_us(fn, sync, n: int):
 def gpu_part(tokens, iters: int, emit) -> bool:
     import torch
 
+    import moejit
     import moejit.torch as mt
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
@@ -153,67 +145,78 @@ def gpu_part(tokens, iters: int, emit) -> bool:
                        u8(E, D, I // 2), u8(E, D, I // 32, lo=121, hi=124),
                        (torch.randn((E, D), generator=g, device=dev) * 0.1).to(torch.bfloat16))
     layer.prewarm()
-    sync = torch.cuda.synchronize
-    ok = ok_b2b = ok_immediate = True
+    waits = {"stream": None, "torch": torch.cuda.synchronize}
+    ok = True
+    misses = []
     for T in tokens:
         x = torch.randn((T, D), generator=g, device=dev).to(torch.bfloat16)
         tw, ti = mt.fused_topk(torch.randn((T, E), generator=g, device=dev), s.top_k)
         out = torch.empty((T, D), dtype=torch.bfloat16, device=dev)
         for _ in range(3):
             layer.run(x, ti, tw, out=out)
+        stream = mt.current_stream(dev)
+        waits["stream"] = lambda: moejit.device.synchronize(stream)
+        sync = waits["stream"]
         args = (T, x.data_ptr(), x.stride(0), ti.data_ptr(), tw.data_ptr(), out.data_ptr(), out.stride(0),
-                layer.workspace.data_ptr(), layer.workspace.numel(), mt.current_stream(dev), 1)
-        samples = {"run": [], "forward": [], "op": [], "cpp": [], "ptr": [], "run_b2b": [], "cpp_b2b": [], "forward_b2b": [],
-                   "run_spin": [], "cpp_spin": [], "run_settled": [], "cpp_settled": []}
-        stream = torch.cuda.current_stream(dev)
+                layer.workspace.data_ptr(), layer.workspace.numel(), stream)
+        run = lambda: layer.run(x, ti, tw, out=out)
+        samples = {}
 
-        def spin():  # wait for the GPU by polling, so that the thread never sleeps
-            while not stream.query():
-                pass
-        ptr_args = args[:-1]
+        def add(key, v):
+            samples.setdefault(key, []).append(v)
+
+        def python_us(fn, wait, settle_us):
+            """One untimed layer call, wait, settle, then the timed call (then waited for, untimed)."""
+            run()
+            wait()
+            if settle_us:
+                settle(settle_us)
+            t0 = time.perf_counter_ns()
+            fn()
+            t1 = time.perf_counter_ns()
+            sync()
+            return (t1 - t0) / 1e3
+
+        def cpp_us(wait, settle_us):
+            """The same conditions, the timed call made from C++ (it settles, times, then synchronizes)."""
+            run()
+            wait()
+            return layer.core.host_time_us(*args, 1, False, settle_us, False)[0]
         for i in range(iters):  # interleaved, so that a drift of the machine touches all alike
-            samples["run"].append(one_call_us(lambda: layer.run(x, ti, tw, out=out), sync))
-            samples["cpp"].append(layer.core.host_time_us(*args)[0])
-            samples["ptr"].append(one_call_us(lambda: layer.core.run_ptr(*ptr_args), sync))
-            samples["forward"].append(one_call_us(lambda: layer(x, ti, tw), sync))
-            samples["op"].append(one_call_us(lambda: torch.ops.moejit.moe_layer(x, ti, tw, layer.handle), sync))
-            samples["run_spin"].append(one_call_us(lambda: layer.run(x, ti, tw, out=out), spin))
-            spin()
-            samples["cpp_spin"].append(layer.core.host_time_us(*args[:-1], 1, False)[0])
-            samples["run_settled"].append(one_call_us(lambda: layer.run(x, ti, tw, out=out), sync, SETTLE_US))
-            samples["cpp_settled"].append(layer.core.host_time_us(*args, True, SETTLE_US)[0])
+            for wname, wait in waits.items():
+                for cond, settle_us in (("settled", SETTLE_US), ("immediate", 0.0)):
+                    add(f"run_{wname}_{cond}", python_us(run, wait, settle_us))
+                    add(f"cpp_{wname}_{cond}", cpp_us(wait, settle_us))
+            add("ptr", python_us(lambda: layer.core.run_ptr(*args), sync, 0.0))
+            add("forward", python_us(lambda: layer(x, ti, tw), sync, 0.0))
+            add("op", python_us(lambda: torch.ops.moejit.moe_layer(x, ti, tw, layer.handle), sync, 0.0))
             if i % 8 == 0:  # back to back: calls 2..B of a burst, the GPU busy with the earlier ones
-                samples["run_b2b"] += burst_us(lambda: layer.run(x, ti, tw, out=out), sync, BURST)[1:]
-                samples["cpp_b2b"] += layer.core.host_time_us(*args[:-1], BURST, False)[1:]
-                samples["forward_b2b"] += burst_us(lambda: layer(x, ti, tw), sync, BURST)[1:]
+                add_all = lambda key, vs: [add(key, v) for v in vs]
+                add_all("run_b2b", burst_us(run, sync, BURST)[1:])
+                sync()
+                add_all("cpp_b2b", layer.core.host_time_us(*args, BURST, False)[1:])
+                add_all("forward_b2b", burst_us(lambda: layer(x, ti, tw), sync, BURST)[1:])
+                sync()
         sync()
         med = {k: statistics.median(v) for k, v in samples.items()}
         args_ns = ns_per_call(lambda: (mt._fast_args(x, ti, tw, out, D, s.top_k, layer.max_num_tokens, 0),
                                        mt._stream_of(0)), 20000)
-        ok &= med["run_settled"] - med["cpp_settled"] <= 5.0
-        ok_immediate &= med["run"] - med["cpp"] <= 5.0
-        ok_b2b &= med["run_b2b"] - med["cpp_b2b"] <= 5.0
-        emit({"what": "gpu", "T": T, "run_us": round(med["run"], 2), "forward_us": round(med["forward"], 2),
-              "op_us": round(med["op"], 2), "cpp_us": round(med["cpp"], 2), "ptr_us": round(med["ptr"], 2),
-              "args_us": round(args_ns / 1e3, 2),
-              "run_minus_cpp_us": round(med["run"] - med["cpp"], 2),
-              "ptr_minus_cpp_us": round(med["ptr"] - med["cpp"], 2),
-              "forward_minus_cpp_us": round(med["forward"] - med["cpp"], 2),
-              "op_minus_cpp_us": round(med["op"] - med["cpp"], 2),
-              "run_b2b_us": round(med["run_b2b"], 2), "cpp_b2b_us": round(med["cpp_b2b"], 2),
-              "forward_b2b_us": round(med["forward_b2b"], 2),
-              "run_minus_cpp_b2b_us": round(med["run_b2b"] - med["cpp_b2b"], 2),
-              "run_spin_us": round(med["run_spin"], 2), "cpp_spin_us": round(med["cpp_spin"], 2),
-              "run_minus_cpp_spin_us": round(med["run_spin"] - med["cpp_spin"], 2),
-              "settle_us": SETTLE_US, "run_settled_us": round(med["run_settled"], 2),
-              "cpp_settled_us": round(med["cpp_settled"], 2),
-              "run_minus_cpp_settled_us": round(med["run_settled"] - med["cpp_settled"], 2)})
+        row = {"what": "gpu", "T": T, "settle_us": SETTLE_US, "args_us": round(args_ns / 1e3, 2)}
+        for k, v in med.items():
+            row[f"{k}_us"] = round(v, 2)
+        for cond in ["b2b"] + [f"{w}_{c}" for w in waits for c in ("settled", "immediate")]:
+            d = med[f"run_{cond}"] - med[f"cpp_{cond}"]
+            row[f"run_minus_cpp_{cond}_us"] = round(d, 2)
+            if d > 5.0:
+                ok = False
+                misses.append(f"T={T} {cond}: {d:.2f} us")
+        row["ptr_minus_cpp_us"] = round(med["ptr"] - med["cpp_stream_immediate"], 2)
+        emit(row)
     emit({"what": "gpu_summary",
-          "target": f"run - cpp <= 5 us at every T, idle ({SETTLE_US:g} us after the synchronize) and back to back",
-          "ok": ok and ok_b2b, "ok_idle": ok, "ok_back_to_back": ok_b2b, "ok_idle_immediate": ok_immediate,
-          "misses_after_seal": layer.runtime.stats()["misses_after_seal"],
+          "target": "run - cpp <= 5 us at every T: back to back, and idle after either wait, settled and immediate",
+          "ok": ok, "misses": misses, "misses_after_seal": layer.runtime.stats()["misses_after_seal"],
           "dlpack_exchange": mt.dlpack_exchange, "torch": torch.__version__})
-    return ok and ok_b2b
+    return ok
 
 
 def main() -> int:
