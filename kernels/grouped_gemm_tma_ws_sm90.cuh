@@ -38,11 +38,14 @@
 //     a slot on its empty mbarrier once the group that read it retired, e4m3
 //     also waits for the last slice's group of each promotion (below). A
 //     consumer warpgroup whose 64 rows lie past the expert's last row issues
-//     no wgmma (it only passes the slots back). While the item's first group
-//     runs, each warp loads its rows' router weights and activation scales
-//     into its shared-memory staging block. The epilogue (scales, bias,
-//     activation, router weight) writes each warp's output through that
-//     block, 16 bytes per lane and whole 128-byte row pieces per store
+//     no wgmma (it only passes the slots back). While the item's first three
+//     wgmma groups run, each warpgroup loads the item's biases and weight
+//     scales into a column-operand table in shared memory and each warp its
+//     rows' router weights and activation scales into its staging block (the
+//     epilogue then reads no global memory but the output's addresses). The
+//     epilogue (scales, bias, activation, router weight) writes each warp's
+//     output through that block, 16 bytes per lane and whole 128-byte row
+//     pieces per store
 //     (MXFP8, and an output whose address or row stride is not a multiple
 //     of 16 bytes: 4-byte stores of the fragments), while the producer already
 //     fills the next item's slices.
@@ -90,7 +93,8 @@
 //   PROMOTE_SLICES : e4m3 per token, slices per promotion (1: every 128 K, 2: every 256 K)
 // Shared memory (bytes): 1024 (alignment) + STAGES * (128 * 128 + BN * 128) + STAGES * 16 (mbarriers),
 // plus STAGES * 4608 for MXFP8 (the scale tables, TmaWsLayout::kSBytes); other
-// modes 128 (alignment) + 16384 (the epilogue staging, TmaWsLayout::kEpiBytes).
+// modes 128 (alignment) + 16384 (the epilogue staging, TmaWsLayout::kEpiBytes)
+// + 32 * BN (the column-operand tables, TmaWsLayout::kColBytes).
 // bf16: K % 32 == 0, K % 64 == 32 zero-fills the second half of the last
 // slice (K_TAIL); e4m3: K % 16 == 0 (MXFP8: K % 32 == 0), K_TAIL when
 // K % 128 != 0. N % 16 == 0.
@@ -133,6 +137,13 @@ struct TmaWsLayout {
   // Not MXFP8, whose scale tables take that shared memory.
   static constexpr int kEpiWarpBytes = 2048;
   static constexpr int kEpiBytes = MX ? 0 : 8 * kEpiWarpBytes;
+  // Column-operand tables (not MXFP8): per consumer warpgroup and per parity
+  // of its active items, the item's BN biases and BN per-channel weight
+  // scales as fp32, in ring-row order (gate rows then up rows for silu_gated,
+  // interleaved for swiglu_oai): loaded during the item's K loop, read by the
+  // epilogue from shared memory instead of global memory.
+  static constexpr int kColSetBytes = MX ? 0 : 2 * BN * 4;
+  static constexpr int kColBytes = 4 * kColSetBytes;
 };
 
 // Work item -> m-tile `tile` (its expert and rows) and weight block nb.
@@ -162,6 +173,13 @@ __device__ __forceinline__ TmaWsItem tma_ws_item(const GroupedGemmParams& p, int
   w.row_begin = start + (w.tile - (j - lj)) * BM;
   return w;
 }
+
+// XOR key of staging row r's 16-byte chunks: a permutation of 0..7 whose
+// rows 0-3 (and 4-7) have keys of one parity, so the fp32 writes (two
+// adjacent chunks per row pair of lanes q >> 1) of a half-warp's four rows
+// fall on eight distinct chunks: no bank conflicts for the bf16 writes, the
+// fp32 writes or the 16-byte reads.
+__device__ __forceinline__ int tma_ws_stage_key(int r) { return ((r << 1) | ((r >> 2) & 1)) & 7; }
 
 template <int BIAS>
 __device__ __forceinline__ float tma_ws_bias(const void* bias, i64 i) {
@@ -274,6 +292,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   const u32 full_bar = s_ring + STAGES * L::kSBytes;  // STAGES mbarriers: slice landed
   const u32 empty_bar = full_bar + STAGES * 8;        // STAGES mbarriers: slot free
   const u32 epi_ring = (empty_bar + STAGES * 8 + 127u) & ~127u;  // kEpiBytes: epilogue staging
+  const u32 col_tab = epi_ring + L::kEpiBytes;                     // kColBytes: column-operand tables
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -405,34 +424,106 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   // scaled on the CUDA cores by the block's activation-row and weight-row
   // scales into acc: acc = fma(part * sa, sw, acc), in K order (TmaWsMxLoop).
   float part[PROMOTE || MX ? BN / 2 : 1];
+  int n_active = 0;  // items this warpgroup computed: the parity of its column-operand table
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const TmaWsItem w = tma_ws_item<BM>(p, item, NB);
     const int c0 = w.nb * NC, expert = w.expert, row_begin = w.row_begin, row_end = w.row_end;
     const bool active = row_begin + 64 * wg < row_end;  // warpgroup-uniform
     const u32 stg = epi_ring + (warp - 4) * L::kEpiWarpBytes;  // this warp's staging block
-    // The router weight and the FP8 per-token activation scale of the
-    // thread's two rows, loaded while the item's first wgmma group runs and
-    // kept in the staging block ([row][2] floats) until the epilogue (in
-    // registers across the K loop they would spill next to the accumulators).
-    // (MXFP8 has no staging block: its scale tables take that shared memory;
-    // it loads them in the epilogue.)
-    auto row_operands = [&](int h, float& gm, float& sa) {
-      const int r = row_begin + 64 * wg + wr16 + g + 8 * h;
-      gm = 1.f, sa = 1.f;
-      if (r < row_end) {
-        if (ROUTER_WEIGHT) gm = p.gamma[p.sorted_route[r]];
-        if constexpr (SCALE == kTmaWsScaleExpert || SCALE == kTmaWsScaleChannel)
-          sa = ((const float*)p.a_scales)[GATHER ? p.sorted_route[r] / p.top_k : r];
+    // The epilogue's operands are loaded while the item's first wgmma groups
+    // run, in three steps after the first three slices' wgmma issue (the rest
+    // after the K loop when K has fewer slices), so that no consumer waits on
+    // a global load while it could issue wgmma and the epilogue reads shared
+    // memory only (MXFP8 has no staging block: its scale tables take that
+    // shared memory; it loads them in the epilogue):
+    //   step 0: each thread loads its entries of the column-operand table
+    //           (bias and per-channel weight scale of ring rows wt and
+    //           wt + 128 of the warpgroup's thread wt) and, for the row
+    //           stash, the sorted rows' route ids;
+    //   step 1: it stores its table entries, and (lanes q == 0) loads the
+    //           router weight and the FP8 per-token activation scale of its
+    //           two rows through the route ids;
+    //   step 2: it stores those into the first 128 bytes of its warp's
+    //           staging block ([row][2] floats; in registers across the K
+    //           loop they would spill next to the accumulators).
+    // Constant operands (gate_up has no router weight, bf16 no activation
+    // scale) are neither loaded nor stashed.
+    constexpr bool STASH_GAMMA = ROUTER_WEIGHT && !MX;
+    constexpr bool STASH_SA = (SCALE == kTmaWsScaleExpert || SCALE == kTmaWsScaleChannel);
+    constexpr bool STASH = STASH_GAMMA || STASH_SA;
+    constexpr bool COLTAB = !MX && (BIAS != kBiasNone || STASH_SA);
+    const int wt = tid - 128 * (1 + wg);  // thread of its warpgroup
+    const u32 tab = col_tab + (wg * 2 + (n_active & 1)) * L::kColSetBytes;  // bias[BN] f32, then scale[BN] f32
+    // Physical weight row of ring row e of the item (the row the bias and the
+    // per-channel scale are indexed by), or -1 past the item's columns.
+    auto ring_row_phys = [&](int e) {
+      if constexpr (ACT == kActNone) {
+        return c0 + e < N ? c0 + e : -1;
+      } else if constexpr (ACT == kActSiluGated) {
+        const int c = c0 + (e < NC ? e : e - NC);
+        return c < NOUT ? (e < NC ? c : (N >> 1) + c) : -1;
+      } else {
+        return c0 + (e >> 1) < NOUT ? 2 * c0 + e : -1;
       }
     };
-    auto stash_rows = [&]() {
-      if (q != 0) return;
+    constexpr int TAB_PER_THREAD = BN / 128;
+    float tab_bias[TAB_PER_THREAD], tab_scale[TAB_PER_THREAD];
+    int route_id[2] = {0, 0};
+    float row_gm[2] = {1.f, 1.f}, row_sa[2] = {1.f, 1.f};
+    auto prefetch = [&](int step) {
+      if (step == 0) {
+        if constexpr (COLTAB) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float gm, sa;
-        row_operands(h, gm, sa);
-        sts64(stg + (g + 8 * h) * 8, __float_as_uint(gm), __float_as_uint(sa));
+          for (int j = 0; j < TAB_PER_THREAD; ++j) {
+            const int phys = ring_row_phys(wt + 128 * j);
+            const i64 at = (i64)expert * N + (phys >= 0 ? phys : 0);
+            tab_bias[j] = phys >= 0 ? tma_ws_bias<BIAS>(p.bias, at) : 0.f;
+            // Per expert: every entry holds the expert's scale.
+            tab_scale[j] = SCALE == kTmaWsScaleExpert    ? ((const float*)p.w_scales)[expert]
+                           : SCALE == kTmaWsScaleChannel && phys >= 0 ? ((const float*)p.w_scales)[at]
+                                                                      : 0.f;
+          }
+        }
+        if constexpr (STASH) {
+          if (q == 0)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = row_begin + 64 * wg + wr16 + g + 8 * h;
+              if (r < row_end && (STASH_GAMMA || GATHER)) route_id[h] = p.sorted_route[r];
+            }
+        }
+      } else if (step == 1) {
+        if constexpr (COLTAB) {
+#pragma unroll
+          for (int j = 0; j < TAB_PER_THREAD; ++j) {
+            sts32(tab + (wt + 128 * j) * 4, __float_as_uint(tab_bias[j]));
+            if (STASH_SA) sts32(tab + (BN + wt + 128 * j) * 4, __float_as_uint(tab_scale[j]));
+          }
+        }
+        if constexpr (STASH) {
+          if (q == 0)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = row_begin + 64 * wg + wr16 + g + 8 * h;
+              if (r < row_end) {
+                if (STASH_GAMMA) row_gm[h] = p.gamma[route_id[h]];
+                if (STASH_SA) row_sa[h] = ((const float*)p.a_scales)[GATHER ? route_id[h] / p.top_k : r];
+              }
+            }
+        }
+      } else {
+        if constexpr (STASH) {
+          if (q == 0)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              sts64(stg + (g + 8 * h) * 8, __float_as_uint(row_gm[h]), __float_as_uint(row_sa[h]));
+        }
       }
+    };
+    // MXFP8: the router weight of the thread's two rows, loaded in the epilogue.
+    auto row_gamma = [&](int h) {
+      const int r = row_begin + 64 * wg + wr16 + g + 8 * h;
+      return ROUTER_WEIGHT && r < row_end ? p.gamma[p.sorted_route[r]] : 1.f;
     };
     if constexpr (MX) {
       if (active) {
@@ -462,7 +553,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
         else wgmma_m64k16_ss<BN>(acc, da + 2 * s, db + 2 * s, kt > 0 || s > 0);
       }
       ws_wgmma_commit();
-      if (kt == 0) stash_rows();  // (never MXFP8: its loop is TmaWsMxLoop)
+      if (kt < 3) prefetch(kt);  // (never MXFP8: its loop is TmaWsMxLoop)
       if (PROMOTE && group_end) {
         ws_wgmma_wait<0>();  // the group's partial sum is complete; the other warpgroup keeps the tensor cores busy
         ws_fence_operands(part);
@@ -480,11 +571,14 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
     ws_wgmma_wait<0>();
     if (pending >= 0) release(pending);
     if (!active) continue;
-    float gam_lo, gam_hi, sa_lo, sa_hi;
+    ++n_active;
+    if constexpr (!MX)
+      for (int step = KT; step < 3; ++step) prefetch(step);  // K of fewer than three slices
+    float gam_lo = 1.f, gam_hi = 1.f, sa_lo = 1.f, sa_hi = 1.f;
     if constexpr (MX) {
-      row_operands(0, gam_lo, sa_lo);
-      row_operands(1, gam_hi, sa_hi);
-    } else {
+      gam_lo = row_gamma(0);
+      gam_hi = row_gamma(1);
+    } else if constexpr (STASH) {
       __syncwarp();
       u32 a, b;
       lds64(stg + g * 8, a, b);
@@ -493,8 +587,12 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
       gam_hi = __uint_as_float(a), sa_hi = __uint_as_float(b);
       __syncwarp();  // the staging passes below overwrite the stash
     }
-    const float* sw = (const float*)p.w_scales;
-    const float sw_expert = SCALE == kTmaWsScaleExpert ? sw[expert] : 1.f;
+    // Every thread of the warpgroup wrote part of the column-operand table.
+    // (Named barriers 1 and 2, immediate ids: ptxas reserves all 16 for a register id.)
+    if constexpr (COLTAB) {
+      if (wg == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+      else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    }
 
     // Epilogue: acc[4i .. 4i + 3] is the m16n8 C fragment of n8 block i: rows
     // r_lo (elements 0, 1) and r_hi (2, 3), ring columns 8 i + 2 q, + 1.
@@ -509,15 +607,26 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
     struct ColumnOps {
       float bg, bu, wg, wu;
     };
+    // Ring rows of column c's gate (or only) row and of its up row: the
+    // column-operand table's entries.
+    auto gate_entry = [&](int c) { return ACT == kActSwigluOai ? 2 * (c - c0) : c - c0; };
+    auto up_entry = [&](int c) { return ACT == kActSwigluOai ? 2 * (c - c0) + 1 : NC + (c - c0); };
     auto column_ops = [&](int c) {
-      ColumnOps o{0.f, 0.f, sw_expert, sw_expert};
-      if (BIAS != kBiasNone) {
-        o.bg = tma_ws_bias<BIAS>(p.bias, bias_row + gate_row(c));
-        if (GATED) o.bu = tma_ws_bias<BIAS>(p.bias, bias_row + up_row(c));
-      }
-      if constexpr (SCALE == kTmaWsScaleChannel) {
-        o.wg = sw[bias_row + gate_row(c)];
-        if (GATED) o.wu = sw[bias_row + up_row(c)];
+      ColumnOps o{0.f, 0.f, 1.f, 1.f};
+      if constexpr (MX) {
+        if (BIAS != kBiasNone) {
+          o.bg = tma_ws_bias<BIAS>(p.bias, bias_row + gate_row(c));
+          if (GATED) o.bu = tma_ws_bias<BIAS>(p.bias, bias_row + up_row(c));
+        }
+      } else {
+        if (BIAS != kBiasNone) {
+          o.bg = __uint_as_float(lds32(tab + gate_entry(c) * 4));
+          if (GATED) o.bu = __uint_as_float(lds32(tab + up_entry(c) * 4));
+        }
+        if constexpr (STASH_SA) {  // per expert or per channel
+          o.wg = __uint_as_float(lds32(tab + (BN + gate_entry(c)) * 4));
+          if (GATED) o.wu = __uint_as_float(lds32(tab + (BN + up_entry(c)) * 4));
+        }
       }
       return o;
     };
@@ -542,15 +651,16 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
     const int row0 = row_begin + 64 * wg + wr16;  // the warp's first row (r_lo = row0 + g)
     if (vec) {
       // Each warp writes its 16 rows x 128 bytes of output per pass into its
-      // staging block (C-fragment order, 16-byte chunks XOR-swizzled by row:
-      // the bf16 writes and the 16-byte reads are free of bank conflicts, the
-      // fp32 writes 2-way conflicted per half-warp), then every lane stores
+      // staging block (C-fragment order, 16-byte chunks XOR-swizzled by row
+      // with tma_ws_stage_key: the bf16 and fp32 writes and the 16-byte reads
+      // are free of bank conflicts), then every lane stores
       // 16 contiguous bytes of one row: eight lanes cover a row's 128 bytes,
       // so a store instruction writes four 128-byte row pieces instead of
       // 16-byte pieces of eight rows. The pass's epilogue operands load
       // together first (a column at or past NOUT reads column NOUT - 1 and is
       // never stored), and the pass is straight-line code.
       constexpr int PASS_BLOCKS = 128 / EOB / 8;  // n8 blocks per pass (8 bf16, 4 fp32)
+      const int key_g = tma_ws_stage_key(g);
       static_assert(NOB % PASS_BLOCKS == 0, "whole passes");
 #pragma unroll
       for (int pass = 0; pass < NOB / PASS_BLOCKS; ++pass) {
@@ -566,11 +676,12 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const float v0 = out_value(i, h, 0, ops[ib][0]), v1 = out_value(i, h, 1, ops[ib][1]);
-            const u32 row_at = stg + (g + 8 * h) * 128;  // staging row g + 8 h ((g + 8 h) & 7 == g)
+            const u32 row_at = stg + (g + 8 * h) * 128;  // staging row g + 8 h (its key: that of row g)
             if (OUT_F32)
-              sts64(row_at + (((2 * ib + (q >> 1)) ^ g) << 4) + (q & 1) * 8, __float_as_uint(v0), __float_as_uint(v1));
+              sts64(row_at + (((2 * ib + (q >> 1)) ^ key_g) << 4) + (q & 1) * 8, __float_as_uint(v0),
+                    __float_as_uint(v1));
             else
-              sts32(row_at + ((ib ^ g) << 4) + q * 4, pack_bf16x2(v0, v1));
+              sts32(row_at + ((ib ^ key_g) << 4) + q * 4, pack_bf16x2(v0, v1));
           }
         }
         __syncwarp();
@@ -579,7 +690,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
           const int sr = 4 * j + (lane >> 3), ch = lane & 7;
           const int r = row0 + sr, col = c0 + pass * PASS_BLOCKS * 8 + ch * (16 / EOB);
           u32 a, b, c, d;
-          lds128(stg + sr * 128 + ((ch ^ (sr & 7)) << 4), a, b, c, d);
+          lds128(stg + sr * 128 + ((ch ^ tma_ws_stage_key(sr)) << 4), a, b, c, d);
           if (r < row_end && col < NOUT) stg128((u8*)p.out + ((i64)r * p.out_row_stride + col) * EOB, a, b, c, d);
         }
         __syncwarp();  // the next pass overwrites the block

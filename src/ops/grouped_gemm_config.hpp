@@ -116,6 +116,10 @@ inline constexpr std::uint64_t kPersistentMaxCtas = 132;
 // warps x 2 KB) and its 128-byte alignment after the mbarriers; every mode but
 // MXFP8 has it (bf16_ws here, FP8 per token in fp8_gemm_config.cpp).
 inline constexpr std::uint32_t kTmaWsEpilogueSmemBytes = 128 + 8 * 2048;
+// Its column-operand tables (TmaWsLayout::kColBytes, every mode but MXFP8):
+// per consumer warpgroup and parity of its items, BN biases and BN weight
+// scales as fp32.
+inline constexpr std::uint32_t tma_ws_column_smem_bytes(int bn) { return 4u * 2u * 4u * static_cast<std::uint32_t>(bn); }
 
 inline std::uint32_t max_m_tiles(std::uint64_t rows, std::uint32_t experts, int bm) {
   const std::uint64_t nonempty = rows < experts ? rows : experts;

@@ -61,6 +61,10 @@ struct Problem {
   std::uint32_t T = 1;
   Routing how = Routing::uniform;
   std::uint32_t sample_rows = 48;
+  // Elements past each output row (out_row_stride = columns + out_pad): an
+  // odd stride leaves rows that are not 16-byte aligned, so the kernels must
+  // take their store path for unaligned outputs.
+  std::uint32_t out_pad = 0;
   // Hooks to plant edge codes before upload.
   std::function<void(Fp8Acts&, Fp8Weights&, const HostRouting&)> edit;
 };
@@ -119,7 +123,8 @@ GemmResult run_problem(const std::string& name, const Problem& p) {
   driver::DeviceBuffer dgamma(std::max<std::size_t>(16, gamma.size() * 4));
   dgamma.upload(gamma.data(), gamma.size() * 4);
   const std::size_t out_elem = gate_up ? 2 : 4;
-  driver::DeviceBuffer dout(std::max<std::size_t>(16, R * n_out * out_elem));
+  const std::size_t out_stride = n_out + p.out_pad;
+  driver::DeviceBuffer dout(std::max<std::size_t>(16, R * out_stride * out_elem));
   dout.fill_bytes(0xFF);
 
   ops::Fp8GemmArgs a;
@@ -131,7 +136,7 @@ GemmResult run_problem(const std::string& name, const Problem& p) {
   a.bias = dbias.get();
   a.gamma = gate_up ? 0 : dgamma.get();
   a.out = dout.get();
-  a.out_row_stride = n_out;
+  a.out_row_stride = static_cast<std::int64_t>(out_stride);
   a.sorted_route = hr.d_sorted.get();
   a.tile_expert = hr.d_te.get();
   a.tile_row_begin = hr.d_tb.get();
@@ -191,7 +196,7 @@ GemmResult run_problem(const std::string& name, const Problem& p) {
     }
     std::vector<std::uint16_t> row(n_out);
     for (auto r : res.rows) {
-      dout.download(row.data(), n_out * 2, r * n_out * 2);
+      dout.download(row.data(), n_out * 2, r * out_stride * 2);
       for (auto v : row) res.got.push_back(bf16_to_float(v));
     }
   } else {
@@ -209,7 +214,7 @@ GemmResult run_problem(const std::string& name, const Problem& p) {
     res.ref = ref::down_reference(ra, hr.routing, res.rows, hq.data());
     std::vector<float> row(N);
     for (auto r : res.rows) {
-      dout.download(row.data(), N * 4, r * N * 4);
+      dout.download(row.data(), N * 4, r * out_stride * 4);
       for (auto v : row) res.got.push_back(v);
     }
   }
@@ -274,6 +279,14 @@ TEST_CASE("gpu: fp8_per_token grouped GEMM matches the float64 reference", "[gpu
   check_problem("one expert, all rows", one);
   Problem last{OpKind::down, q, WeightScale::per_channel, deepseek_e256(), 33, Routing::last_expert_only, 40};
   check_problem("E=256 expert 255 only", last);
+  // Output rows that are not 16-byte aligned (bf16 stride + 2, fp32 + 1),
+  // past 24 rows per expert (the warp-specialized kernel) and at decode.
+  for (OpKind op : {OpKind::gate_up, OpKind::down})
+    for (std::uint32_t T : {8u, 2049u}) {
+      Problem pu{op, q, WeightScale::per_channel, gpt_oss_120b_shape(), T};
+      pu.out_pad = op == OpKind::gate_up ? 2 : 1;
+      check_problem("unaligned out rows", pu);
+    }
 }
 
 TEST_CASE("gpu: mxfp8 grouped GEMM matches the float64 reference", "[gpu][fp8][mxfp8]") {
