@@ -118,10 +118,9 @@ def info() -> dict[str, Any]:
                 gpus.append(device.device_info(i))
             except DriverError as e:  # pragma: no cover - driver trouble
                 gpus.append({"index": i, "error": str(e)})
-    try:
-        cache_dir = os.fspath(Runtime.global_runtime().cache_dir)
-    except Error as e:  # pragma: no cover - unusable cache directory
-        cache_dir = f"unusable: {e}"
+    # The directory the global runtime uses, without creating it (as building
+    # the runtime would).
+    cache_dir = os.path.abspath(_moejit.default_cache_dir())
     return {
         "moejit": __version__,
         "nvrtc": nvrtc_version() or None,

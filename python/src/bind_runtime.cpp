@@ -89,6 +89,10 @@ void bind_runtime(nb::module_& m) {
       });
 
   m.def(
+      "default_cache_dir", [] { return default_cache_dir().string(); },
+      "The cache directory of a runtime with default options: $MOEJIT_CACHE_DIR, else\n"
+      "$XDG_CACHE_HOME/moejit, else ~/.cache/moejit. Creates nothing.");
+  m.def(
       "stat_ids",
       [] {
         nb::list out;

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -35,6 +36,15 @@ def test_python_m_moejit_info_reports_every_component(private_cache):
         assert info["gpus"] == []
     else:
         assert len(info["gpus"]) == info["driver"]["device_count"]
+
+
+def test_python_m_moejit_info_creates_nothing(tmp_path):
+    d = tmp_path / "not-yet"
+    env = {k: v for k, v in os.environ.items() if k != "MOEJIT_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(d)
+    r = subprocess.run([sys.executable, "-m", "moejit", "info"], capture_output=True, text=True, check=True, env=env)
+    assert str(d / "moejit") in r.stdout
+    assert not d.exists()
 
 
 def test_info_nvrtc_fields_are_consistent():
