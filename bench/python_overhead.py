@@ -193,7 +193,6 @@ def gpu_part(tokens, iters: int, emit) -> bool:
             if i % 8 == 0:  # back to back: calls 2..B of a burst, the GPU busy with the earlier ones
                 add_all = lambda key, vs: [add(key, v) for v in vs]
                 add_all("run_b2b", burst_us(run, sync, BURST)[1:])
-                sync()
                 add_all("cpp_b2b", layer.core.host_time_us(*args, BURST, False)[1:])
                 add_all("forward_b2b", burst_us(lambda: layer(x, ti, tw), sync, BURST)[1:])
                 sync()

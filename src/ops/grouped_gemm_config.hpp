@@ -111,15 +111,15 @@ inline constexpr int kSplitKMax = 4;
 // work items themselves, so a GPU with fewer SMs only queues the rest.
 inline constexpr std::uint64_t kPersistentMaxCtas = 132;
 
-// Shared memory of the TMA warp-specialized kernel's epilogue staging
-// (kernels/grouped_gemm_tma_ws_sm90.cuh, TmaWsLayout::kEpiBytes: 8 consumer
-// warps x 2 KB) and its 128-byte alignment after the mbarriers; every mode but
-// MXFP8 has it (bf16_ws here, FP8 per token in fp8_gemm_config.cpp).
-inline constexpr std::uint32_t kTmaWsEpilogueSmemBytes = 128 + 8 * 2048;
-// Its column-operand tables (TmaWsLayout::kColBytes, every mode but MXFP8):
-// per consumer warpgroup and parity of its items, BN biases and BN weight
-// scales as fp32.
-inline constexpr std::uint32_t tma_ws_column_smem_bytes(int bn) { return 4u * 2u * 4u * static_cast<std::uint32_t>(bn); }
+// Shared memory of the TMA warp-specialized kernel's epilogue after the
+// mbarriers (kernels/grouped_gemm_tma_ws_sm90.cuh): 128-byte alignment, the
+// staging blocks (TmaWsLayout::kEpiBytes: 8 consumer warps x 2 KB) and the
+// column-operand tables (TmaWsLayout::kColBytes: per consumer warpgroup and
+// parity of its items, BN biases and BN weight scales as fp32). Every mode
+// but MXFP8 has them (bf16_ws here, FP8 per token in fp8_gemm_config.cpp).
+inline constexpr std::uint32_t tma_ws_epilogue_smem_bytes(int bn) {
+  return 128u + 8u * 2048u + 4u * 2u * 4u * static_cast<std::uint32_t>(bn);
+}
 
 inline std::uint32_t max_m_tiles(std::uint64_t rows, std::uint32_t experts, int bm) {
   const std::uint64_t nonempty = rows < experts ? rows : experts;
