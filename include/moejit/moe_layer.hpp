@@ -11,7 +11,7 @@
 //
 // Y is stored in bf16 when the down projection keeps K whole, in fp32 when it
 // splits K into partials (MoeWorkspaceView::y_dtype says which for T tokens;
-// FP8 modes: always fp32). The down and combine keys carry that dtype.
+// FP8 modes never split K: always bf16). The down and combine keys carry that dtype.
 //
 // Every kernel comes from the Runtime by specialization key; the token bucket is
 // round_up_tokens(T). Nothing allocates on the launch path: the caller provides a
@@ -126,8 +126,8 @@ struct MoeWorkspaceView {
   DevicePtr y = 0;               // y_dtype [y_splits, T * top_k, D]: the down projection's output,
                                  // router weight applied; with split-K its fp32 partials,
                                  // a row's Y being the sum over the splits
-  DType y_dtype = DType::f32;    // bf16 when y_splits == 1 in bf16 / w4a16_mxfp4 modes (the
-                                 // down key's out_dtype); f32 with split-K, in FP8 modes and
+  DType y_dtype = DType::f32;    // the down key's out_dtype: bf16 when y_splits == 1 (always
+                                 // in FP8 modes, which never split K); f32 with split-K and
                                  // when num_tokens == 0
   std::uint32_t y_splits = 1;    // partials the combine sums (1 = Y itself)
   std::size_t y_split_stride = 0;  // elements between partials (T * top_k * D)

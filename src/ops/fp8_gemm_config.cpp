@@ -64,8 +64,8 @@ std::string why_not_fp8(const SpecKey& key) {
   if (key.top_k == 0) return field("top_k", key.top_k, "must be >= 1");
   if (key.op == OpKind::gate_up && key.out_dtype != DType::bf16)
     return named("out", to_string(key.out_dtype), "gate_up writes bf16");
-  if (key.op == OpKind::down && key.out_dtype != DType::f32)
-    return named("out", to_string(key.out_dtype), "down writes f32 rows for the combine");
+  if (key.op == OpKind::down && key.out_dtype != DType::f32 && key.out_dtype != DType::bf16)
+    return named("out", to_string(key.out_dtype), "down writes bf16 or f32 rows for the combine");
   if (key.op == OpKind::down && key.act != Activation::none)
     return named("act", to_string(key.act), "down has no activation");
   if (key.op == OpKind::gate_up && key.router_weight)

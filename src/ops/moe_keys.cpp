@@ -55,9 +55,10 @@ SpecKey gemm_key(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightScale
   } else {
     key.bias = s.down_bias;
     key.router_weight = true;
-    // Y in bf16 unless the heuristic splits K (its partials stay f32); the FP8
-    // grouped GEMM writes f32 Y.
-    key.out_dtype = DType::f32;
+    // Y in bf16 unless the heuristic splits K (its partials stay f32). The FP8
+    // grouped GEMMs never split K: their Y is bf16, which halves the bytes the
+    // down epilogue writes and the combine reads.
+    key.out_dtype = DType::bf16;
     if (!is_fp8(quant)) key.out_dtype = down_out_dtype(key, tuning);
   }
   return key;

@@ -10,7 +10,7 @@ namespace moejit::ops {
 // gate_up: n = 2I, k = D, the shape's activation and gate_up bias, bf16 out.
 // down: n = D, k = I, down bias, router weight applied; out = the dtype of Y:
 // bf16 / w4a16_mxfp4: down_out_dtype() (bf16 unless the config splits K, then
-// f32, which depends on the tuning); FP8 modes: f32. wscale: the weight-scale
+// f32, which depends on the tuning); FP8 modes: bf16 (no split-K). wscale: the weight-scale
 // granularity (fp8_per_token: per_expert or per_channel).
 SpecKey gemm_key(OpKind op, const MoeLayerShape& shape, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
                  const Target& target, const GemmTuning& tuning);

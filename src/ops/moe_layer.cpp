@@ -140,10 +140,8 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a, const ops::MoeL
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
   if (plan != nullptr) {
-    if (!plan->fp8) {
-      v.y_dtype = plan->y_dtype;
-      v.y_splits = plan->y_splits;
-    }
+    v.y_dtype = plan->y_dtype;
+    v.y_splits = plan->y_splits;
     // Both GEMMs on the same m-tile height (decode: 8 or 16 rows; prefill: the
     // same wgmma tile) share one tile list: the routing kernel builds it once.
     if (plan->shared_tiles)

@@ -105,9 +105,17 @@ TEST_CASE("fp8 gemm: can_implement reasons name the field", "[fp8][config]") {
   bad = k;
   bad.n = 24;
   CHECK_THAT(ops::why_not_fp8(bad), Catch::Contains("n=24"));
-  bad = ops::gemm_key(OpKind::down, qwen3(), QuantMode::mxfp8, 16, Target{});
-  bad.out_dtype = DType::bf16;
-  CHECK_THAT(ops::why_not_fp8(bad), Catch::Contains("out=bf16"));
+  // down writes Y in bf16 (the layer's choice) or f32; nothing else.
+  SpecKey dn = ops::gemm_key(OpKind::down, qwen3(), QuantMode::mxfp8, 16, Target{});
+  CHECK(dn.out_dtype == DType::bf16);
+  CHECK(ops::why_not_fp8(dn).empty());
+  dn.out_dtype = DType::f32;
+  CHECK(ops::why_not_fp8(dn).empty());
+  dn.out_dtype = DType::f16;
+  CHECK_THAT(ops::why_not_fp8(dn), Catch::Contains("out=f16"));
+  bad = k;  // gate_up writes bf16 H only
+  bad.out_dtype = DType::f32;
+  CHECK_THAT(ops::why_not_fp8(bad), Catch::Contains("out=f32"));
 }
 
 TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert", "[fp8][config]") {

@@ -72,6 +72,8 @@ TEST_CASE("layer plan: keys, configs and steps agree with the per-op functions f
         CHECK(cg.fr == (cg.decode && std::uint64_t(b) * s.top_k <= 32));
         if (c.quant == QuantMode::mxfp8) CHECK_FALSE(p.fused_route);
         CHECK(p.tail_bucket == 0);
+        CHECK(dn.out_dtype == DType::bf16);  // no split-K in the FP8 kernels: Y is bf16
+        CHECK(p.y_splits == 1);
       } else {
         const ops::GemmConfig cg = ops::choose_config(gu), cd = ops::choose_config(dn);
         CHECK(p.gate_up.config.to_string() == cg.to_string());

@@ -74,14 +74,19 @@ TEST_CASE("Y dtype: the layer's down key is bf16 exactly when its config has spl
       }
   CHECK(bf16 > 0);
   CHECK(f32 > 0);  // Mixtral at T = 1 splits K (two experts hit)
-  // FP8 modes: f32 Y always.
-  for (QuantMode q : {QuantMode::mxfp8, QuantMode::fp8_per_token}) {
-    const auto keys = moe_layer_keys(kGptOss, q, 4096, Target{});
-    CHECK(keys[4].out_dtype == DType::f32);  // down
-    REQUIRE(keys[5].op == OpKind::combine);
-    CHECK(keys[5].in_dtype == DType::f32);  // the Y the combine reads
-    CHECK(keys[5].out_dtype == DType::bf16);
-  }
+  // FP8 modes never split K: bf16 Y at every bucket, decode and prefill.
+  for (QuantMode q : {QuantMode::mxfp8, QuantMode::fp8_per_token})
+    for (const MoeLayerShape& s : {kGptOss, kMixtral})
+      for (std::uint32_t bucket : {1u, 8u, 64u, 4096u}) {
+        INFO(to_string(q) << " bucket " << bucket);
+        const auto keys = moe_layer_keys(s, q, bucket, Target{});
+        REQUIRE(keys.size() >= 6);
+        REQUIRE(keys[4].op == OpKind::down);
+        CHECK(keys[4].out_dtype == DType::bf16);
+        REQUIRE(keys[5].op == OpKind::combine);
+        CHECK(keys[5].in_dtype == DType::bf16);  // the Y the combine reads
+        CHECK(keys[5].out_dtype == DType::bf16);
+      }
 }
 
 TEST_CASE("Y dtype: the combine key and kernel differ between f32 and bf16 Y", "[ydtype][codegen]") {
@@ -119,9 +124,18 @@ TEST_CASE("Y dtype: the workspace view names Y's dtype and splits", "[ydtype][la
               a.workspace + layer.workspace_size(T));
       }
     }
-    MoeLayer fp8(rt, kGptOss, QuantMode::mxfp8);
-    a.num_tokens = 64;
-    CHECK(fp8.workspace_view(a).y_dtype == DType::f32);
+    // FP8 layers: the view follows the plan too (bf16 Y, one split).
+    for (QuantMode q : {QuantMode::mxfp8, QuantMode::fp8_per_token}) {
+      MoeLayer fp8(rt, kGptOss, q);
+      for (std::uint32_t T : {1u, 64u, 4096u}) {
+        a.num_tokens = T;
+        const MoeWorkspaceView v = fp8.workspace_view(a);
+        CHECK(v.y_dtype == DType::bf16);
+        CHECK(v.y_splits == 1);
+      }
+      a.num_tokens = 0;
+      CHECK(fp8.workspace_view(a).y_dtype == DType::f32);  // no plan for T = 0
+    }
   }
   std::filesystem::remove_all(o.cache_dir);
 }

@@ -65,6 +65,9 @@ struct Problem {
   // odd stride leaves rows that are not 16-byte aligned, so the kernels must
   // take their store path for unaligned outputs.
   std::uint32_t out_pad = 0;
+  // down only: write Y in f32 (the kernels' other Y dtype) instead of the
+  // layer's bf16.
+  bool out_f32 = false;
   // Hooks to plant edge codes before upload.
   std::function<void(Fp8Acts&, Fp8Weights&, const HostRouting&)> edit;
 };
@@ -85,7 +88,11 @@ Fp8Weights& weights_for(const std::string& name, const Problem& p, std::uint32_t
 
 GemmResult run_problem(const std::string& name, const Problem& p) {
   const MoeLayerShape& s = p.shape;
-  const SpecKey key = ops::gemm_key(p.op, s, p.q, p.ws, round_up_tokens(p.T), Target{});
+  SpecKey key = ops::gemm_key(p.op, s, p.q, p.ws, round_up_tokens(p.T), Target{});
+  if (p.out_f32) {
+    REQUIRE(p.op == OpKind::down);
+    key.out_dtype = DType::f32;
+  }
   const auto cfg = ops::choose_fp8_config(key);
   const bool gate_up = p.op == OpKind::gate_up;
   const std::uint32_t N = key.n, K = key.k;
@@ -122,7 +129,7 @@ GemmResult run_problem(const std::string& name, const Problem& p) {
   for (auto& g : gamma) g = static_cast<float>(rng.uniform(0.05, 1.0));
   driver::DeviceBuffer dgamma(std::max<std::size_t>(16, gamma.size() * 4));
   dgamma.upload(gamma.data(), gamma.size() * 4);
-  const std::size_t out_elem = gate_up ? 2 : 4;
+  const std::size_t out_elem = key.out_dtype == DType::f32 ? 4 : 2;
   const std::size_t out_stride = n_out + p.out_pad;
   driver::DeviceBuffer dout(std::max<std::size_t>(16, R * out_stride * out_elem));
   dout.fill_bytes(0xFF);
@@ -212,10 +219,18 @@ GemmResult run_problem(const std::string& name, const Problem& p) {
       hq.insert(hq.end(), row.begin(), row.end());
     }
     res.ref = ref::down_reference(ra, hr.routing, res.rows, hq.data());
-    std::vector<float> row(N);
-    for (auto r : res.rows) {
-      dout.download(row.data(), N * 4, r * out_stride * 4);
-      for (auto v : row) res.got.push_back(v);
+    if (key.out_dtype == DType::f32) {
+      std::vector<float> row(N);
+      for (auto r : res.rows) {
+        dout.download(row.data(), N * 4, r * out_stride * 4);
+        for (auto v : row) res.got.push_back(v);
+      }
+    } else {
+      std::vector<std::uint16_t> row(N);
+      for (auto r : res.rows) {
+        dout.download(row.data(), N * 2, r * out_stride * 2);
+        for (auto v : row) res.got.push_back(bf16_to_float(v));
+      }
     }
   }
   compare(res);
@@ -225,9 +240,10 @@ GemmResult run_problem(const std::string& name, const Problem& p) {
 void check_problem(const std::string& name, const Problem& p) {
   INFO(name << " " << to_string(p.op) << " " << to_string(p.q) << " " << to_string(p.ws) << " T=" << p.T);
   const GemmResult r = run_problem(name, p);
-  std::printf("  %-22s %-7s %-13s %-12s T=%-5u rows=%-4zu rel.err=%.2e nan_mismatch=%zu\n", name.c_str(),
+  std::printf("  %-22s %-7s %-13s %-12s T=%-5u out=%-4s rows=%-4zu rel.err=%.2e nan_mismatch=%zu\n", name.c_str(),
               std::string(to_string(p.op)).c_str(), std::string(to_string(p.q)).c_str(),
-              std::string(to_string(p.ws)).c_str(), p.T, r.rows.size(), r.err, r.nan_mismatch);
+              std::string(to_string(p.ws)).c_str(), p.T, p.op == OpKind::down && p.out_f32 ? "f32" : "bf16",
+              r.rows.size(), r.err, r.nan_mismatch);
   CHECK(r.nan_mismatch == 0);
   CHECK(r.nan_ref == 0);
   CHECK(r.err < 1e-2);
@@ -284,8 +300,17 @@ TEST_CASE("gpu: fp8_per_token grouped GEMM matches the float64 reference", "[gpu
   for (OpKind op : {OpKind::gate_up, OpKind::down})
     for (std::uint32_t T : {8u, 2049u}) {
       Problem pu{op, q, WeightScale::per_channel, gpt_oss_120b_shape(), T};
-      pu.out_pad = op == OpKind::gate_up ? 2 : 1;
+      pu.out_pad = 2;
       check_problem("unaligned out rows", pu);
+    }
+  // f32 Y (the other dtype down writes) on each kernel: decode, the
+  // mma.sync tiles, the warp-specialized one; aligned and unaligned rows.
+  for (std::uint32_t T : {1u, 64u, 2049u})
+    for (std::uint32_t pad : {0u, 1u}) {
+      Problem pf{OpKind::down, q, WeightScale::per_expert, gpt_oss_120b_shape(), T};
+      pf.out_f32 = true;
+      pf.out_pad = pad;
+      check_problem(pad ? "f32 Y, unaligned rows" : "f32 Y", pf);
     }
 }
 
@@ -305,6 +330,11 @@ TEST_CASE("gpu: mxfp8 grouped GEMM matches the float64 reference", "[gpu][fp8][m
     check_problem("qwen3-30b-a3b, f32 bias", pq);
   }
   check_problem("one expert, 16392 rows", Problem{OpKind::down, q, ws, qwen3_30b_shape(), 2049, Routing::one_expert});
+  for (std::uint32_t T : {64u, 2049u}) {  // f32 Y on the mma.sync and warp-specialized kernels
+    Problem pf{OpKind::down, q, ws, gpt_oss_120b_shape(), T};
+    pf.out_f32 = true;
+    check_problem("f32 Y", pf);
+  }
   check_problem("zero-row experts", Problem{OpKind::down, q, ws, qwen3_30b_shape(), 3});
   check_problem("one expert, all rows", Problem{OpKind::gate_up, q, ws, qwen3_30b_shape(), 300, Routing::one_expert});
   check_problem("E=256 expert 255 only",
