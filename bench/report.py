@@ -313,9 +313,9 @@ def prefill_section(folder):
     L.append("A bench/run.sh run restricted to these T (`MOEJIT_BENCH_ARGS=\"--tokens 4096,16384\" bash bench/run.sh`, "
              "then its moejit.jsonl and peers.jsonl copied to docs/results-data/prefill/)" +
              (f", {env['date']}" if env.get("date") else "") + ". It measured the TMA warp-specialized kernel with "
-             "its present epilogue and FP8 per-token promotion (docs/kernels.md, \"Epilogue and promotion\"), which the "
-             "full run behind the per-model sections above did not have: at these T its figures are the ones that "
-             "describe the kernels. "
+             "its present epilogue and FP8 per-token promotion (docs/kernels.md, \"Epilogue and promotion\") and the "
+             "FP8 layers' bf16 Y, which the full run behind the per-model sections above did not have: at these T its "
+             "figures are the ones that describe the kernels. "
              f"Ceilings of this run: copy {ceilings['copy_TBps']:.2f} TB/s, bf16 matmul "
              f"{ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s, fp8 matmul {ceilings['fp8_mm_TFLOPs']:.0f} TFLOP/s. "
              "Uniform routing; ratio = peer us / moejit us (> 1: moejit faster); peers and timing as above.")
