@@ -27,6 +27,14 @@
 // no rows get no m-tiles. The order of rows inside one expert follows shared
 // atomics and may differ between runs; every row is computed independently, so
 // results do not depend on it.
+//
+// Rows already sorted by expert (group_offsets != null, the grouped GEMM of
+// moejit/grouped_gemm.hpp; topk_ids unused, num_routes = M rows): expert e owns
+// rows [group_offsets[e], group_offsets[e + 1]); the outputs are the same
+// lists, expert_offsets a copy of group_offsets, sorted_route the identity and
+// route_row the identity on [group_offsets[0], group_offsets[E]) and -1
+// elsewhere. Offsets are clamped to [0, M] and a decreasing pair gives an empty
+// group, so no m-tile reaches outside rows [0, M) whatever the offsets hold.
 
 namespace moejit {
 
@@ -51,6 +59,7 @@ struct RouteParams {
   // tile of `tail` (bm = tail_rows) instead of a tile of tiles[0].
   int tail_rows;
   TileList tail;
+  const int* group_offsets;  // [E + 1] or null (see above)
 };
 
 // Tiles of list `kind` for an expert of c rows (kind 0, 1: a list of height bm;
@@ -104,12 +113,21 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   pdl_wait();  // topk_ids come from the caller's previous kernel
   pdl_launch_dependents();
 
-  for (int e = tid; e < E; e += THREADS) count[e] = 0;
-  __syncthreads();
-  for (int i = tid; i < p.num_routes; i += THREADS) {
-    const int e = p.topk_ids[i];
-    if (STAGED) topk_sh[i] = e;
-    if (e >= 0 && e < E) atomicAdd(&count[e], 1);
+  const bool grouped = p.group_offsets != nullptr;
+  if (grouped) {
+    for (int e = tid; e < E; e += THREADS) {
+      const int lo = min(max(p.group_offsets[e], 0), p.num_routes);
+      const int hi = min(max(p.group_offsets[e + 1], 0), p.num_routes);
+      count[e] = max(hi - lo, 0);
+    }
+  } else {
+    for (int e = tid; e < E; e += THREADS) count[e] = 0;
+    __syncthreads();
+    for (int i = tid; i < p.num_routes; i += THREADS) {
+      const int e = p.topk_ids[i];
+      if (STAGED) topk_sh[i] = e;
+      if (e >= 0 && e < E) atomicAdd(&count[e], 1);
+    }
   }
   __syncthreads();
   if (tid < 32) {
@@ -117,6 +135,14 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
     if (tid == 0) total_rows = total;
   }
   __syncthreads();
+  int group_begin = 0, group_end = 0;  // grouped: the rows inside [offsets[0], offsets[E])
+  if (grouped) {
+    for (int e = tid; e < E; e += THREADS) offset[e] = min(max(p.group_offsets[e], 0), p.num_routes);
+    group_begin = min(max(p.group_offsets[0], 0), p.num_routes);
+    group_end = min(max(p.group_offsets[E], 0), p.num_routes);
+    if (tid == 0) total_rows = group_end;
+    __syncthreads();
+  }
   for (int e = tid; e < E; e += THREADS) {
     p.expert_offsets[e] = offset[e];
     cursor[e] = offset[e];
@@ -178,6 +204,13 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
     }
   }
   __syncthreads();
+  if (grouped) {
+    for (int i = tid; i < p.num_routes; i += THREADS) {
+      p.route_row[i] = i >= group_begin && i < group_end ? i : -1;
+      p.sorted_route[i] = i;
+    }
+    return;
+  }
   for (int i = tid; i < p.num_routes; i += THREADS) {
     const int e = STAGED ? topk_sh[i] : p.topk_ids[i];
     if (e >= 0 && e < E) {

@@ -123,7 +123,9 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
     c.ctas = 24 / (c.wn * c.kw);
     // At most 32 routes: decode_route_in_warp's one route per lane. The
     // routing kernel's launch (about 4 us before gate_up at T = 1) then goes.
-    c.fr = rows <= 32;
+    // A down key without router weights is the grouped GEMM over rows sorted
+    // by expert (moejit/grouped_gemm.hpp): no topk_ids to route.
+    c.fr = rows <= 32 && (key.op == OpKind::gate_up || key.router_weight);
     return c;
   }
   // Why these steps: few rows per expert stream weights (bytes bound): one m16

@@ -244,7 +244,10 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // Fused routing: one warp holds every route (<= 32), one n8 token tile.
     // At most 256 experts: gate_up's CTA (0, 0) writes expert_offsets [E + 1]
     // 32 entries per step with a 32-shuffle count each, before its weights.
-    c.fr = c.fr && c.nt == 1 && std::uint64_t(key.token_bucket) * key.top_k <= 32 && key.experts <= 256;
+    // A down key without router weights is the grouped GEMM over rows sorted
+    // by expert (moejit/grouped_gemm.hpp): no topk_ids to route.
+    c.fr = c.fr && c.nt == 1 && std::uint64_t(key.token_bucket) * key.top_k <= 32 && key.experts <= 256 &&
+           (key.op == OpKind::gate_up || key.router_weight);
     return c;
   }
   // Where the warp-specialized kernel runs by default (mxfp4_ws_default):

@@ -18,6 +18,7 @@ struct RouteParamsArg {
   TileListArg tiles[2];
   int tail_rows;
   TileListArg tail;
+  const int* group_offsets;
 };
 struct GroupedGemmParamsArg {
   const void* a;
