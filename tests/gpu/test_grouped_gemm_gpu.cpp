@@ -190,10 +190,12 @@ void check_format(QuantMode q, WeightScale ws, const GroupedGemmShape& s, const 
         for (std::uint32_t k = 0; k < s.k; ++k) arow[k] = bf16_to_float(a16[std::size_t(row) * s.k + k]);
       }
       for (std::uint32_t n = 0; n < s.n; ++n) {
-        double acc = w.bias(e, n);
+        // dequantize_expert gives fp8_per_token's bare e4m3 values: its
+        // per-expert or per-channel scale is row_scale (1 for the other formats).
         const float* wr = wdeq[e].data() + std::size_t(n) * s.k;
-        for (std::uint32_t k = 0; k < s.k; ++k) acc += double(wr[k]) * arow[k];
-        ref_y.push_back(acc);
+        double dot = 0;
+        for (std::uint32_t k = 0; k < s.k; ++k) dot += double(wr[k]) * arow[k];
+        ref_y.push_back(dot * wv.row_scale(e, n) + w.bias(e, n));
         const float g = bf16_to_float(r.y[std::size_t(row) * s.n + n]);
         nonfinite += !std::isfinite(g);
         got_y.push_back(g);
