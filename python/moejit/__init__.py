@@ -22,6 +22,7 @@ from ._moejit import (
     CompileError,
     DriverError,
     Error,
+    GroupedGemm,
     InvalidArgument,
     ModelSpec,
     MoeLayer,
@@ -132,7 +133,7 @@ def info() -> dict[str, Any]:
 
 
 __all__ = [
-    "CompileError", "DriverError", "Error", "InvalidArgument", "ModelSpec", "MoeLayer", "MoeLayerShape", "MoeWgrad",
+    "CompileError", "DriverError", "Error", "GroupedGemm", "InvalidArgument", "ModelSpec", "MoeLayer", "MoeLayerShape", "MoeWgrad",
     "Plan", "PrewarmFailure", "PrewarmReport", "Runtime", "SealedMiss", "SpecKey", "bucket_set",
     "dequantize_mxfp4", "device", "embedded_model", "embedded_model_names", "info", "key_diff",
     "layer_keys", "load_hf_config", "log_level", "nvrtc_error", "nvrtc_version", "parse_hf_config", "parse_key", "plan",

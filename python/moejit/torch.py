@@ -25,6 +25,19 @@ once the layer is prewarmed, so they can be captured in a CUDA graph:
     moejit::quantize_fp8(x, mode) -> (codes, scales)
         x bfloat16 [rows, K] -> float8_e4m3fn [rows, K] and scales
         (mode 'fp8_per_token': float32 [rows]; 'mxfp8': uint8 [rows, K/32])
+    moejit::grouped_gemm(a, expert_offsets, w, w_scales, bias, a_scales, quant, weight_scale) -> y
+        the grouped GEMM over rows already sorted by expert (torch._grouped_mm(offs=...)'s
+        interface with offs = expert_offsets[1:]): y[r] = a[r] @ w[e]^T + bias[e] for the rows
+        r of group e, [expert_offsets[e], expert_offsets[e + 1]); y bfloat16 [M, N] (rows in no
+        group: unspecified). expert_offsets int32 [E + 1]; per quant:
+          'bf16':          a bfloat16 [M, K], w bfloat16 [E, N, K]
+          'w4a16_mxfp4':   a bfloat16 [M, K], w uint8 [E, N, K/2] (or [E, N, K/32, 16], the
+                           gpt-oss *_blocks), w_scales uint8 [E, N, K/32]
+          'mxfp8':         a float8_e4m3fn [M, K], a_scales uint8 [M, K/32] (quantize_fp8),
+                           w float8_e4m3fn [E, N, K], w_scales uint8 [E, N, K/32]
+          'fp8_per_token': a float8_e4m3fn [M, K], a_scales float32 [M], w float8_e4m3fn
+                           [E, N, K], w_scales float32 [E] or [E, N]
+        bias None, or bfloat16 / float32 [E, N]
 
 Kernels run on the caller's current CUDA stream. Nothing here needs torch at
 build time. On the launch path tensors reach the library as device addresses
@@ -358,6 +371,8 @@ _lib.define("quantize_mxfp4(Tensor w) -> (Tensor, Tensor)")
 _lib.define("moe_wgrad(Tensor grad, Tensor x, Tensor expert_offsets, Tensor sorted_route, int top_k, bool by_token)"
             " -> (Tensor, Tensor)")
 _lib.define("quantize_fp8(Tensor x, str mode) -> (Tensor, Tensor)")
+_lib.define("grouped_gemm(Tensor a, Tensor expert_offsets, Tensor w, Tensor? w_scales=None, Tensor? bias=None, "
+            "Tensor? a_scales=None, str quant='bf16', str? weight_scale=None) -> Tensor")
 
 
 def _moe_layer_cuda(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, layer: int) -> torch.Tensor:
@@ -485,7 +500,80 @@ def _moe_wgrad_fake(grad, x, expert_offsets, sorted_route, top_k, by_token):
     return grad.new_empty((E, N, K), dtype=torch.float32), grad.new_empty((E, N), dtype=torch.float32)
 
 
+_GROUPED: dict[tuple, _moejit.GroupedGemm] = {}
+_FP8_MODES = ("mxfp8", "fp8_per_token")
+
+
+def _grouped_dims(a: torch.Tensor, expert_offsets: torch.Tensor, w: torch.Tensor) -> Tuple[int, int, int, int]:
+    if a.dim() != 2 or expert_offsets.dim() != 1 or w.dim() not in (3, 4) or expert_offsets.shape[0] < 2:
+        raise InvalidArgument(f"grouped_gemm: expected a [M, K], expert_offsets [E + 1] (E >= 1), w [E, N, ...], got "
+                              f"{list(a.shape)}, {list(expert_offsets.shape)}, {list(w.shape)}")
+    return a.shape[0], a.shape[1], w.shape[1], expert_offsets.shape[0] - 1
+
+
+def _grouped_gemm_cuda(a: torch.Tensor, expert_offsets: torch.Tensor, w: torch.Tensor, w_scales: Optional[torch.Tensor],
+                       bias: Optional[torch.Tensor], a_scales: Optional[torch.Tensor], quant: str,
+                       weight_scale: Optional[str]) -> torch.Tensor:
+    M, K, N, E = _grouped_dims(a, expert_offsets, w)
+    dev = a.device
+    fp8 = quant in _FP8_MODES
+    if quant not in ("bf16", "w4a16_mxfp4") + _FP8_MODES:
+        raise InvalidArgument(f"quant: expected 'bf16', 'w4a16_mxfp4', 'mxfp8' or 'fp8_per_token', got {quant!r}")
+    _check(a, "a", torch.float8_e4m3fn if fp8 else _BF16, (M, K))
+    _check(expert_offsets, "expert_offsets", _I32, (E + 1,), contiguous_rows=False, device=dev)
+    if quant == "w4a16_mxfp4" and w.dim() == 4:  # gpt-oss *_blocks [E, N, K/32, 16]
+        _check(w, "w", torch.uint8, (E, N, K // 32, 16), contiguous_rows=False, device=dev)
+        w = w.view(E, N, K // 2)
+    wdtype = {"bf16": _BF16, "w4a16_mxfp4": torch.uint8}.get(quant, torch.float8_e4m3fn)
+    _check(w, "w", wdtype, (E, N, K // 2 if quant == "w4a16_mxfp4" else K), contiguous_rows=False, device=dev)
+    if quant in ("w4a16_mxfp4", "mxfp8"):
+        if w_scales is None:
+            raise InvalidArgument(f"w_scales: {quant} needs the E8M0 weight scales uint8 [E, N, K/32], got None")
+        _check(w_scales, "w_scales", torch.uint8, (E, N, K // 32), contiguous_rows=False, device=dev)
+    elif quant == "fp8_per_token":
+        if w_scales is None:
+            raise InvalidArgument("w_scales: fp8_per_token needs float32 [E] or [E, N] weight scales, got None")
+        per_channel = w_scales.dim() == 2
+        _check(w_scales, "w_scales", _F32, (E, N) if per_channel else (E,), contiguous_rows=False, device=dev)
+        if weight_scale is None:
+            weight_scale = "per_channel" if per_channel else "per_expert"
+    if fp8:
+        if a_scales is None:
+            raise InvalidArgument(f"a_scales: {quant} needs the activation scales (moejit::quantize_fp8), got None")
+        if quant == "mxfp8":
+            _check(a_scales, "a_scales", torch.uint8, (M, K // 32), contiguous_rows=False, device=dev)
+        else:
+            _check(a_scales, "a_scales", _F32, (M,), contiguous_rows=False, device=dev)
+    bias_kind = "none"
+    if bias is not None:
+        bias_kind = {_BF16: "bf16", _F32: "f32"}.get(bias.dtype, "")
+        if not bias_kind:
+            raise InvalidArgument(f"bias: expected dtype bfloat16 or float32, got {bias.dtype}")
+        _check(bias, "bias", bias.dtype, (E, N), contiguous_rows=False, device=dev)
+    key = (N, K, E, quant, bias_kind, weight_scale, dev.index)
+    op = _GROUPED.get(key)
+    if op is None:
+        op = _GROUPED.setdefault(key, _moejit.GroupedGemm(Runtime.global_runtime(), N, K, E, quant, bias_kind,
+                                                          weight_scale, target=target_of(dev)))
+    out = torch.empty((M, N), dtype=_BF16, device=dev)
+    if M == 0:
+        return out
+    ws = torch.empty((op.workspace_size(M),), dtype=torch.uint8, device=dev)
+    op.run_ptr(M, a.data_ptr(), a.stride(0), a_scales.data_ptr() if fp8 else 0, expert_offsets.data_ptr(),
+               w.data_ptr(), w_scales.data_ptr() if w_scales is not None else 0,
+               bias.data_ptr() if bias is not None else 0, out.data_ptr(), out.stride(0), ws.data_ptr(), ws.numel(),
+               current_stream(dev))
+    return out
+
+
+def _grouped_gemm_fake(a, expert_offsets, w, w_scales=None, bias=None, a_scales=None, quant="bf16",
+                       weight_scale=None):
+    M, K, N, E = _grouped_dims(a, expert_offsets, w)
+    return a.new_empty((M, N), dtype=torch.bfloat16)
+
+
 _lib.impl("moe_layer", _moe_layer_cuda, "CUDA")
+_lib.impl("grouped_gemm", _grouped_gemm_cuda, "CUDA")
 _lib.impl("moe_wgrad", _moe_wgrad_cuda, "CUDA")
 for _step in ("moe_route", "grouped_gemm_gate_up", "grouped_gemm_down"):
     _lib.impl(_step, _step_cuda({"moe_route": "route", "grouped_gemm_gate_up": "gate_up",
@@ -503,3 +591,4 @@ torch.library.register_fake("moejit::moe_combine")(
 torch.library.register_fake("moejit::quantize_mxfp4")(_quantize_mxfp4_fake)
 torch.library.register_fake("moejit::quantize_fp8")(_quantize_fp8_fake)
 torch.library.register_fake("moejit::moe_wgrad")(_moe_wgrad_fake)
+torch.library.register_fake("moejit::grouped_gemm")(_grouped_gemm_fake)

@@ -143,6 +143,8 @@ void bind_plan(nb::module_& m) {
       .def_ro("k", &SpecKey::k, "GEMM reduction length K; 0 for route, combine and quantize")
       .def_ro("experts", &SpecKey::experts, "experts E for the GEMMs and the route; 0 elsewhere")
       .def_ro("top_k", &SpecKey::top_k, "routes per token for the GEMMs, route and combine; 0 for quantize")
+      .def_ro("router_weight", &SpecKey::router_weight,
+              "down: rows multiplied by their router weight (the layer; the grouped GEMM over sorted rows: False)")
       .def_prop_ro("in_dtype", [](const SpecKey& k) { return str(to_string(k.in_dtype)); },
                    "text field 'in': the Y dtype the combine reads; 'none' for every other op")
       .def_prop_ro("out_dtype", [](const SpecKey& k) { return str(to_string(k.out_dtype)); },

@@ -10,4 +10,5 @@ void bind_layer(nanobind::module_& m);
 void bind_quant(nanobind::module_& m);
 void bind_device(nanobind::module_& m);
 void bind_wgrad(nanobind::module_& m);
+void bind_grouped_gemm(nanobind::module_& m);
 }  // namespace moejit::python

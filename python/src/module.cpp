@@ -81,6 +81,8 @@ NB_MODULE(_moejit, m) {
     moejit::python::bind_device(m);
     part = "wgrad";
     moejit::python::bind_wgrad(m);
+    part = "grouped_gemm";
+    moejit::python::bind_grouped_gemm(m);
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("moejit._moejit: binding ") + part + ": " + e.what());
   }

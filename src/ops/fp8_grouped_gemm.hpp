@@ -23,7 +23,7 @@ namespace moejit::ops {
 //             mxfp8: E8M0 [E, N, K/32]
 //   bias:     [E, N] per key.bias, or 0
 //   gamma:    fp32 [T * top_k] router weights (key.router_weight), else 0
-//   out:      gate_up: bf16 [rows, N or N/2 (gated)]; down: fp32 [rows, N];
+//   out:      gate_up: bf16 [rows, N or N/2 (gated)]; down: bf16 or fp32 (key.out_dtype) [rows, N];
 //             row stride out_row_stride elements
 //   routing:  sorted_route [rows], and the m-tile list of tile height
 //             choose_fp8_config(key).bm(): tile_expert / tile_row_begin /
