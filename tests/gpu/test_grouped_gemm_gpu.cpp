@@ -176,7 +176,7 @@ void check_format(QuantMode q, WeightScale ws, const GroupedGemmShape& s, const 
     const std::uint32_t lo = static_cast<std::uint32_t>(offs[0]), hi = static_cast<std::uint32_t>(offs[s.experts]);
     std::vector<std::uint32_t> rows;
     if (hi > lo)
-      for (std::uint32_t t : sample_tokens(hi - lo, 40)) rows.push_back(lo + t);
+      for (std::uint32_t t : sample_tokens(hi - lo, 24)) rows.push_back(lo + t);
     std::vector<double> ref_y, got_y;
     std::size_t nonfinite = 0;
     for (std::uint32_t row : rows) {
