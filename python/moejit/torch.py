@@ -511,9 +511,11 @@ def _grouped_dims(a: torch.Tensor, expert_offsets: torch.Tensor, w: torch.Tensor
     return a.shape[0], a.shape[1], w.shape[1], expert_offsets.shape[0] - 1
 
 
-def _grouped_gemm_cuda(a: torch.Tensor, expert_offsets: torch.Tensor, w: torch.Tensor, w_scales: Optional[torch.Tensor],
-                       bias: Optional[torch.Tensor], a_scales: Optional[torch.Tensor], quant: str,
-                       weight_scale: Optional[str]) -> torch.Tensor:
+def _grouped_gemm_cuda(a: torch.Tensor, expert_offsets: torch.Tensor, w: torch.Tensor,
+                       w_scales: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+                       a_scales: Optional[torch.Tensor] = None, quant: str = "bf16",
+                       weight_scale: Optional[str] = None) -> torch.Tensor:
+    # The defaults are the schema's: the dispatcher leaves out trailing arguments equal to them.
     M, K, N, E = _grouped_dims(a, expert_offsets, w)
     dev = a.device
     fp8 = quant in _FP8_MODES
