@@ -270,6 +270,7 @@ def main():
         L.append("")
 
     L.extend(prefill_section(os.path.join(args.data, "prefill")))
+    L.extend(grouped_gemm_section(os.path.join(args.data, "grouped-gemm", "grouped.jsonl")))
     L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
     L.extend(serving_section(os.path.join(args.data, "serving")))
     L.extend(python_host_cost_section(os.path.join(args.data, "python-host-cost", "overhead.jsonl")))
@@ -287,6 +288,40 @@ def main():
         f.write("\n".join(L) + "\n")
     print(f"report.py: wrote {out_path}" + (f" and {args.chart}" if chart_note else ""))
     return 0
+
+
+def grouped_gemm_section(path):
+    """moejit::grouped_gemm (rows already sorted by expert) beside torch._grouped_mm and
+    torch._scaled_grouped_mm in one bench/grouped_gemm_vs_torch.py run."""
+    rows = read_jsonl(path)
+    ceil = next((r for r in rows if r.get("kind") == "ceiling"), {})
+    cell = {(r["model"], r["gemm"], r["T"], r["mode"], r["impl"] == "moejit"): r for r in rows if "us" in r}
+    agree = {(r["model"], r["gemm"], r["T"], r["mode"]): r["rel_diff"] for r in rows if r.get("kind") == "agreement"}
+    if not cell:
+        return []
+    L = ["## Grouped GEMM over expert-sorted rows", ""]
+    L.append("`moejit::grouped_gemm` (`moejit/grouped_gemm.hpp`: rows already sorted by expert, per-expert row "
+             "offsets) beside torch's grouped GEMMs on the same operands, one process: "
+             "`python3 bench/grouped_gemm_vs_torch.py --json grouped.jsonl` (JSON in "
+             "docs/results-data/grouped-gemm/). The gate_up (N = 2I, K = D, no activation) and down (N = D, K = I) "
+             "GEMMs at T tokens, uniform routing, M = T * top_k rows; fp8_per_token: per-row activation scales and "
+             "per-channel weight scales on both sides, torch with fast accumulation. "
+             f"Ceilings of this run: bf16 matmul {fmt(ceil.get('bf16_mm_TFLOPs'), 0)} TFLOP/s, fp8 matmul "
+             f"{fmt(ceil.get('fp8_mm_TFLOPs'), 0)} TFLOP/s. ratio = torch us / moejit us (> 1: moejit faster); "
+             "rel. diff: relative Frobenius difference of the two Y.")
+    L.append("")
+    L.append("| model | GEMM | T | mode | moejit us | torch us | ratio | moejit TFLOP/s | % peak | rel. diff |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    for (model, gemm, T, mode, mine), r in cell.items():
+        if not mine:
+            continue
+        p = cell.get((model, gemm, T, mode, False))
+        d = agree.get((model, gemm, T, mode))
+        L.append(f"| {model} | {gemm} | {T} | {mode} | {fmt(r['us'])} | {fmt(p['us']) if p else '-'} | "
+                 f"{fmt(p['us'] / r['us'], 2) if p else '-'} | {fmt(r['tflops'])} | {fmt(r.get('pct_peak'), 0)} | "
+                 f"{'%.1e' % d if d is not None else '-'} |")
+    L.append("")
+    return L
 
 
 def prefill_section(folder):
