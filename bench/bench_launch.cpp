@@ -34,9 +34,7 @@ using namespace moejit;
 using namespace moejit::bench;
 
 namespace {
-
-using ops::CombineParamsArg;
-using ops::ptr;
+using ops::dptr;
 
 volatile std::uint64_t g_sink = 0;
 
@@ -103,13 +101,13 @@ int main(int argc, char** argv) {
     const SpecKey ckey = ops::combine_key(s, v.y_dtype, bucket, target);
     const KernelRef kref = rt.get(ckey);
     const int splits = ops::choose_config(ops::gemm_key(OpKind::down, s, q, bucket, target)).splits;
-    auto pack = [&](CombineParamsArg& p) {
-      p.y = ptr<const void>(v.y);
+    auto pack = [&](CombineParams& p) {
+      p.y = dptr(v.y);
       p.y_row_stride = s.hidden;
       p.y_split_stride = static_cast<std::int64_t>(T) * s.top_k * s.hidden;
       p.splits = splits;
-      p.route_row = ptr<const int>(v.route_row);
-      p.out = ptr<void>(a.out);
+      p.route_row = dptr(v.route_row);
+      p.out = dptr(a.out);
       p.out_row_stride = s.hidden;
       p.hidden = static_cast<int>(s.hidden);
       p.top_k = static_cast<int>(s.top_k);
@@ -117,7 +115,7 @@ int main(int argc, char** argv) {
     };
     const unsigned gx = static_cast<unsigned>(
         ops::combine_ctas(T, s.hidden, ops::combine_cols(ckey.n, ckey.out_dtype == DType::bf16)));
-    CombineParamsArg fixed{};
+    CombineParams fixed{};
     pack(fixed);
     void* fixed_args[] = {&fixed};
     const auto& cu = driver::cuda();
@@ -144,7 +142,7 @@ int main(int argc, char** argv) {
     rows.push_back({"key+get+pack+cuLaunchKernel", median_ns(batches, batch, [&] {
                       const SpecKey k = ops::combine_key(s, v.y_dtype, round_up_tokens(T), target);
                       const KernelRef r = rt.get(k);
-                      CombineParamsArg p{};
+                      CombineParams p{};
                       pack(p);
                       void* args[] = {&p};
                       MOEJIT_CU_CHECK(cu.cuLaunchKernel(r.function, gx, 1, 1, r.launch.block_threads, 1, 1,

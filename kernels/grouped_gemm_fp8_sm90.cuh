@@ -47,25 +47,7 @@ enum { kWsExpert = 0, kWsChannel = 1, kWsBlock = 2 };
 enum { kActNone = 0, kActSiluGated = 1, kActSwigluOai = 2 };
 enum { kBiasNone = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
-struct Fp8GemmParams {
-  const u8* a;               // e4m3 activations; gate_up: Xq [T, K]; down: Hq [rows, K]
-  i64 a_row_stride;          // bytes between rows of a
-  const void* a_scales;      // per-token: fp32 [rows of a]; MX: E8M0 u8 [rows of a, K/32]
-  i64 a_scale_row_stride;    // MX: bytes between rows of a_scales (>= K/32); unused per-token
-  const u8* w;               // e4m3 [E, N, K], contiguous
-  const void* w_scales;      // fp32 [E] / fp32 [E, N] / E8M0 [E, N, K/32], contiguous
-  const void* bias;          // [E, N] f32 or bf16, contiguous, or null
-  const float* gamma;        // router weights [T * top_k], indexed by route id
-  void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [rows, N]
-  i64 out_row_stride;        // elements between rows of out
-  const int* sorted_route;   // [rows] route id (t * top_k + j) of each sorted row
-  const int* tile_expert;    // [max_tiles] expert of each m-tile
-  const int* tile_row_begin; // [max_tiles] first sorted row of the m-tile
-  const int* tile_row_end;   // [max_tiles] end of the expert's rows (exclusive)
-  const int* num_tiles;      // [1] number of valid m-tiles
-  int n, k, top_k;
-  float act_alpha, act_limit;
-};
+// Fp8GemmParams (the launch parameters): kernel_params.cuh.
 
 template <int WARPS_M, int WARPS_N, int MI, int NI, int STAGES, int QUANT>
 struct Fp8GemmTraits {

@@ -2,8 +2,8 @@
 // (grouped_gemm_sm90.cuh and grouped_gemm_mxfp4_wgmma_sm90.cuh: routed rows as
 // the MMA's M dimension; grouped_gemm_mxfp4_decode_sm90.cuh: MXFP4 weights as
 // the A operand, "swap AB") and by the TMA warp-specialized kernel
-// (grouped_gemm_tma_ws_sm90.cuh: bf16 and both FP8 modes). The host mirror of
-// GroupedGemmParams is GroupedGemmParamsArg in src/ops/kernel_params.hpp.
+// (grouped_gemm_tma_ws_sm90.cuh: bf16 and both FP8 modes). GroupedGemmParams
+// itself is in kernel_params.cuh, which host and NVRTC both compile.
 
 namespace moejit {
 
@@ -11,50 +11,7 @@ enum { kQuantBf16 = 0, kQuantMxfp4 = 1 };
 enum { kActNone = 0, kActSiluGated = 1, kActSwigluOai = 2 };
 enum { kBiasNone = 0, kBiasF32 = 1, kBiasBf16 = 2 };
 
-struct GroupedGemmParams {
-  const u16* a;              // bf16 (TMA WS FP8: e4m3) activations; gate_up: X [T, K]; down: H [rows, K]
-  i64 a_row_stride;          // elements between rows of a
-  const u8* w;               // bf16 [E, N, K] or packed e2m1 [E, N, K/2], contiguous
-  const u8* w_scales;        // E8M0 [E, N, K/32] (MXFP4, MXFP8), or fp32 [E] / [E, N] (TMA WS FP8 per-token), contiguous
-  const void* bias;          // [E, N] f32 or bf16, contiguous, or null
-  const float* gamma;        // router weights [T * top_k], indexed by route id
-  void* out;                 // gate_up: H bf16 [rows, N_out]; down: Y f32 [S, rows, N] or bf16 [rows, N] (S = 1)
-  i64 out_row_stride;        // elements between rows of out
-  i64 out_split_stride;      // elements between split-K partials of out (S = gridDim.z)
-  const int* sorted_route;   // [rows] route id (t * top_k + j) of each sorted row
-  const int* tile_expert;    // [max_tiles] expert of each m-tile
-  const int* tile_row_begin; // [max_tiles] first sorted row of the m-tile
-  const int* tile_row_end;   // [max_tiles] end of the rows of the expert the tile list covers (exclusive)
-  const int* num_tiles;      // [1] number of valid m-tiles
-  int n, k, top_k;
-  float act_alpha, act_limit;
-  int wait_at_exit;          // mxfp4_wgmma split-tail launch: griddepcontrol.wait before exiting, not at the start
-  int tiles_ready;           // decode kernels: topk_ids, the routing kernel's tile lists and sorted_route (when it
-                             // ran), the weights and the bias were written before the previous launch on the
-                             // stream, which waits for its own predecessors before it lets this one start
-                             // (MoeLayer::run: MXFP4 down right after gate_up; FP8 gate_up and down right after
-                             // their activation quantizer): read the tile fields (or route, FR), issue the first
-                             // weight loads (MXFP4: and load the bias) before griddepcontrol.wait; with FR
-                             // sorted_route is gate_up's output and waits
-  // Decode with FR (<= 32 routes; MXFP4: the FR template argument, FP8
-  // per-token: topk_ids non-null): every warp routes topk_ids itself;
-  // warp 0 of gate_up's CTA (0, 0) writes the routing outputs (the layer then
-  // launches no routing kernel). Same ranges as kernels/moe_routing.cuh, rows
-  // of one expert in route order.
-  const int* topk_ids;       // [num_routes]
-  int num_routes, num_experts;
-  int* route_expert_offsets; // [E + 1]
-  int* route_sorted_route;   // [num_routes]
-  int* route_route_row;      // [num_routes]
-  int* route_tiles[4];       // tile_expert, tile_row_begin, tile_row_end [max m-tiles], num_tiles [1] (8-row tiles)
-  // TMA warp-specialized kernel: the routing kernel's expert_offsets [E + 1]
-  // (first sorted row of each expert), which orders its work items by expert.
-  const int* expert_offsets;
-  // TMA warp-specialized kernel, FP8 per-token: fp32 scale of each row of a;
-  // MXFP8: E8M0 [rows of a, K/32], rows a_scale_row_stride bytes apart.
-  const float* a_scales;
-  i64 a_scale_row_stride;
-};
+// GroupedGemmParams (the launch parameters): kernel_params.cuh.
 
 // Bytes per weight row in the shared scale table: the row's K/32 scales plus up
 // to 3 bytes of alignment slack in front, rounded up to 4. The host computes the

@@ -40,17 +40,7 @@
 
 namespace moejit {
 
-struct CombineParams {
-  const void* y;         // [splits, rows, hidden] fp32, or [rows, hidden] bf16 (Y_BF16); expert-sorted rows
-  i64 y_row_stride;      // elements
-  i64 y_split_stride;    // elements between partials
-  int splits;            // >= 1 (1 with Y_BF16)
-  const int* route_row;  // [T * top_k], -1 = dropped route
-  u16* out;              // bf16 [T, hidden]
-  i64 out_row_stride;    // elements
-  int hidden, top_k;
-  int num_tokens;        // T: the grid's last CTA has units past T * hidden / COLS
-};
+// CombineParams (the launch parameters): kernel_params.cuh.
 
 // COLS consecutive Y values as loaded (raw bits): bf16 pairs or fp32 words.
 template <int COLS, bool Y_BF16>

@@ -38,29 +38,7 @@
 
 namespace moejit {
 
-struct TileList {
-  int bm;
-  int* tile_expert;
-  int* tile_row_begin;
-  int* tile_row_end;
-  int* num_tiles;
-};
-
-struct RouteParams {
-  const int* topk_ids;   // [T, top_k]
-  int num_routes;        // T * top_k
-  int num_experts;       // E
-  int* expert_offsets;   // [E + 1]
-  int* sorted_route;     // [num_routes]
-  int* route_row;        // [num_routes]
-  TileList tiles[2];
-  // Split tail (tail_rows > 0; tiles[1] then unused, tiles[0] serves both
-  // GEMMs): an expert's last c % bm rows, when 1..tail_rows of them, go to one
-  // tile of `tail` (bm = tail_rows) instead of a tile of tiles[0].
-  int tail_rows;
-  TileList tail;
-  const int* group_offsets;  // [E + 1] or null (see above)
-};
+// TileList and RouteParams (the launch parameters): kernel_params.cuh.
 
 // Tiles of list `kind` for an expert of c rows (kind 0, 1: a list of height bm;
 // with split tail, kind 0 leaves out the tail and kind 2 is the tail list),

@@ -16,8 +16,7 @@
 
 namespace moejit {
 namespace {
-using ops::ptr;
-using ops::GroupedGemmParamsArg;
+using ops::dptr;
 
 int act_code(Activation a) { return a == Activation::silu_gated ? 1 : a == Activation::swiglu_oai ? 2 : 0; }
 int bias_code(BiasKind b) { return b == BiasKind::f32 ? 1 : b == BiasKind::bf16 ? 2 : 0; }
@@ -25,40 +24,23 @@ int wscale_code(WeightScale w) {
   return w == WeightScale::per_channel ? 1 : w == WeightScale::e8m0_block32 ? 2 : 0;  // f8::kWs*
 }
 
-// Mirror of moejit::f8::Fp8GemmParams (kernels/grouped_gemm_fp8_sm90.cuh).
-struct Fp8GemmParamsArg {
-  const void* a;
-  std::int64_t a_row_stride;
-  const void* a_scales;
-  std::int64_t a_scale_row_stride;
-  const void* w;
-  const void* w_scales;
-  const void* bias;
-  const float* gamma;
-  void* out;
-  std::int64_t out_row_stride;
-  const int *sorted_route, *tile_expert, *tile_row_begin, *tile_row_end, *num_tiles;
-  int n, k, top_k;
-  float act_alpha, act_limit;
-};
-
-// The fields both parameter structs (Fp8GemmParamsArg, GroupedGemmParamsArg)
+// The fields both parameter structs (f8::Fp8GemmParams, GroupedGemmParams)
 // take from the args and the key, under the same names.
 template <class Params>
 void fill_common(Params& p, const SpecKey& key, const ops::Fp8GemmArgs& a) {
-  p.a = ptr<const void>(a.a);
+  p.a = dptr(a.a);
   p.a_row_stride = a.a_row_stride;  // e4m3: elements are bytes
-  p.w = ptr<const void>(a.w);
-  p.w_scales = ptr<const void>(a.w_scales);
-  p.bias = key.bias != BiasKind::none ? ptr<const void>(a.bias) : nullptr;
-  p.gamma = ptr<const float>(a.gamma);
-  p.out = ptr<void>(a.out);
+  p.w = dptr(a.w);
+  p.w_scales = dptr(a.w_scales);
+  p.bias = dptr(key.bias != BiasKind::none ? a.bias : 0);
+  p.gamma = dptr(a.gamma);
+  p.out = dptr(a.out);
   p.out_row_stride = a.out_row_stride;
-  p.sorted_route = ptr<const int>(a.sorted_route);
-  p.tile_expert = ptr<const int>(a.tile_expert);
-  p.tile_row_begin = ptr<const int>(a.tile_row_begin);
-  p.tile_row_end = ptr<const int>(a.tile_row_end);
-  p.num_tiles = ptr<const int>(a.num_tiles);
+  p.sorted_route = dptr(a.sorted_route);
+  p.tile_expert = dptr(a.tile_expert);
+  p.tile_row_begin = dptr(a.tile_row_begin);
+  p.tile_row_end = dptr(a.tile_row_end);
+  p.num_tiles = dptr(a.num_tiles);
   p.n = static_cast<int>(key.n);
   p.k = static_cast<int>(key.k);
   p.top_k = static_cast<int>(key.top_k);
@@ -75,6 +57,8 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
   KernelSource ks;
   ks.source = "// moejit generated translation unit\n";
   ks.source += kernel_file("common.cuh");
+  ks.source += "\n";
+  ks.source += kernel_file("kernel_params.cuh");
   auto b = [](bool v) { return v ? "true" : "false"; };
   if (c.decode) {
     for (const char* f :
@@ -172,18 +156,18 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
   if (key.quant == QuantMode::mxfp8 && scale_stride < std::int64_t(key.k / 32))
     bad("a_scale_row_stride", static_cast<std::uint64_t>(scale_stride), "must be >= K/32");
   if (c.decode) {
-    GroupedGemmParamsArg g{};
+    GroupedGemmParams g{};
     fill_common(g, key, a);
-    g.a_scales = ptr<const float>(a.a_scales);
+    g.a_scales = dptr(a.a_scales);
     g.tiles_ready = a.tiles_ready ? 1 : 0;
     if (a.topk_ids) {
-      g.topk_ids = ptr<const int>(a.topk_ids);
+      g.topk_ids = dptr(a.topk_ids);
       g.num_routes = static_cast<int>(a.num_routes);
       g.num_experts = static_cast<int>(key.experts);
-      g.route_expert_offsets = ptr<int>(a.route_expert_offsets);
-      g.route_sorted_route = ptr<int>(a.route_sorted_route);
-      g.route_route_row = ptr<int>(a.route_route_row);
-      for (int i = 0; i < 4; ++i) g.route_tiles[i] = ptr<int>(a.route_tiles[i]);
+      g.route_expert_offsets = dptr(a.route_expert_offsets);
+      g.route_sorted_route = dptr(a.route_sorted_route);
+      g.route_route_row = dptr(a.route_route_row);
+      for (int i = 0; i < 4; ++i) g.route_tiles[i] = dptr(a.route_tiles[i]);
     }
     // Programmatic stream serialization (as the layer's routing, quantizers,
     // bf16 / MXFP4 GEMMs and combine; the other FP8 GEMMs launch without it):
@@ -197,10 +181,10 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
   }
   if (c.ws) {
     if (!a.expert_offsets) bad("expert_offsets", 0, "null (the warp-specialized kernel orders its work by expert)");
-    GroupedGemmParamsArg g{};
+    GroupedGemmParams g{};
     fill_common(g, key, a);
-    g.expert_offsets = ptr<const int>(a.expert_offsets);
-    g.a_scales = ptr<const float>(a.a_scales);
+    g.expert_offsets = dptr(a.expert_offsets);
+    g.a_scales = dptr(a.a_scales);
     g.a_scale_row_stride = scale_stride;
     g.num_experts = static_cast<int>(key.experts);
     const CUtensorMap map = weight_map(a.w, key.experts, key.n, key.k, 1, key.act, c.bn());
@@ -211,9 +195,9 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
                                                   kernel.launch.dynamic_smem_bytes, stream, args, nullptr));
     return;
   }
-  Fp8GemmParamsArg p{};
+  f8::Fp8GemmParams p{};
   fill_common(p, key, a);
-  p.a_scales = ptr<const void>(a.a_scales);
+  p.a_scales = dptr(a.a_scales);
   p.a_scale_row_stride = scale_stride;
   void* args[] = {&p};
   const unsigned gx = static_cast<unsigned>((key.n + c.bn() - 1) / c.bn());

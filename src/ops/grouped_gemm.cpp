@@ -26,7 +26,7 @@
 
 namespace moejit {
 namespace {
-using ops::ptr;
+using ops::dptr;
 
 constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(255); }
 
@@ -197,15 +197,15 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
   const DevicePtr ws = a.workspace;
   const DevicePtr tile[4] = {ws + l.tiles[0], ws + l.tiles[1], ws + l.tiles[2], ws + l.tiles[3]};
 
-  ops::RouteParamsArg r{};
+  RouteParams r{};
   r.num_routes = static_cast<int>(M);
   r.num_experts = static_cast<int>(shape_.experts);
-  r.expert_offsets = ptr<int>(ws + l.offsets);
-  r.sorted_route = ptr<int>(ws + l.sorted_route);
-  r.route_row = ptr<int>(ws + l.route_row);
-  r.tiles[0] = {plan.bm, ptr<int>(tile[0]), ptr<int>(tile[1]), ptr<int>(tile[2]), ptr<int>(tile[3])};
+  r.expert_offsets = dptr(ws + l.offsets);
+  r.sorted_route = dptr(ws + l.sorted_route);
+  r.route_row = dptr(ws + l.route_row);
+  r.tiles[0] = {plan.bm, dptr(tile[0]), dptr(tile[1]), dptr(tile[2]), dptr(tile[3])};
   r.tiles[1] = {0, nullptr, nullptr, nullptr, nullptr};
-  r.group_offsets = ptr<const int>(a.expert_offsets);
+  r.group_offsets = dptr(a.expert_offsets);
   launch(rk, 1, 1, &r, stream);
 
   const std::int64_t as = a.a_row_stride ? a.a_row_stride : std::int64_t(shape_.k);
@@ -233,30 +233,30 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
     return;
   }
   const ops::GemmConfig& c = plan.config;
-  ops::GroupedGemmParamsArg p{};
-  p.a = ptr<const void>(a.a);
+  GroupedGemmParams p{};
+  p.a = dptr(a.a);
   p.a_row_stride = as;
-  p.w = ptr<const void>(a.w);
-  p.w_scales = ptr<const void>(a.w_scales);
-  p.bias = shape_.bias != BiasKind::none ? ptr<const void>(a.bias) : nullptr;
+  p.w = dptr(a.w);
+  p.w_scales = dptr(a.w_scales);
+  p.bias = dptr(shape_.bias != BiasKind::none ? a.bias : 0);
   if (plan.splits > 1) {  // fp32 partials [splits, M, N] in the workspace
-    p.out = ptr<void>(ws + l.y);
+    p.out = dptr(ws + l.y);
     p.out_row_stride = shape_.n;
     p.out_split_stride = static_cast<std::int64_t>(M) * shape_.n;
   } else {
-    p.out = ptr<void>(a.out);
+    p.out = dptr(a.out);
     p.out_row_stride = os;
   }
-  p.sorted_route = ptr<const int>(ws + l.sorted_route);
-  p.tile_expert = ptr<const int>(tile[0]);
-  p.tile_row_begin = ptr<const int>(tile[1]);
-  p.tile_row_end = ptr<const int>(tile[2]);
-  p.num_tiles = ptr<const int>(tile[3]);
+  p.sorted_route = dptr(ws + l.sorted_route);
+  p.tile_expert = dptr(tile[0]);
+  p.tile_row_begin = dptr(tile[1]);
+  p.tile_row_end = dptr(tile[2]);
+  p.num_tiles = dptr(tile[3]);
   p.n = static_cast<int>(key.n);
   p.k = static_cast<int>(key.k);
   p.top_k = 1;
   p.num_experts = static_cast<int>(shape_.experts);
-  p.expert_offsets = ptr<const int>(ws + l.offsets);
+  p.expert_offsets = dptr(ws + l.offsets);
   if (c.kernel == ops::GemmKernel::bf16_ws) {
     const CUtensorMap map = ops::weight_map(a.w, shape_.experts, key.n, key.k, 2, Activation::none, c.bn());
     launch(gk, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, plan.splits, &map);
@@ -267,13 +267,13 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
     launch(gk, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, plan.splits);
   }
   if (plan.splits > 1) {
-    ops::CombineParamsArg cp{};
-    cp.y = ptr<const void>(ws + l.y);
+    CombineParams cp{};
+    cp.y = dptr(ws + l.y);
     cp.y_row_stride = shape_.n;
     cp.y_split_stride = static_cast<std::int64_t>(M) * shape_.n;
     cp.splits = static_cast<int>(plan.splits);
-    cp.route_row = ptr<const int>(ws + l.route_row);
-    cp.out = ptr<void>(a.out);
+    cp.route_row = dptr(ws + l.route_row);
+    cp.out = dptr(a.out);
     cp.out_row_stride = os;
     cp.hidden = static_cast<int>(shape_.n);
     cp.top_k = 1;

@@ -13,10 +13,13 @@
 namespace moejit::codegen {
 namespace {
 
-// The device prelude, then the given kernel files in order.
+// The device prelude and the launch parameter structs, then the given kernel
+// files in order.
 std::string unit(std::initializer_list<std::string_view> files) {
   std::string s = "// moejit generated translation unit\n";
   s += kernel_file("common.cuh");
+  s += "\n";
+  s += kernel_file("kernel_params.cuh");
   for (std::string_view f : files) {
     s += "\n";
     s += kernel_file(f);

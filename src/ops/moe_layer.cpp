@@ -21,10 +21,7 @@
 
 namespace moejit {
 namespace {
-using ops::ptr;
-using ops::CombineParamsArg;
-using ops::GroupedGemmParamsArg;
-using ops::RouteParamsArg;
+using ops::dptr;
 
 constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(255); }
 
@@ -199,8 +196,8 @@ void MoeLayer::route(const MoeLayerArgs& a, CUstream stream) const {
 void MoeLayer::route(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, const MoeWorkspaceView& v,
                      CUstream stream) const {
   const KernelRef k = runtime_.get(plan.route_key);
-  RouteParamsArg p{};
-  p.topk_ids = ptr<const int>(a.topk_ids);
+  RouteParams p{};
+  p.topk_ids = dptr(a.topk_ids);
   p.num_routes = static_cast<int>(a.num_tokens * shape_.top_k);
   p.num_experts = static_cast<int>(shape_.experts);
   // The staged kernel's shared memory holds kRouteStagedRoutes routes; the
@@ -208,16 +205,16 @@ void MoeLayer::route(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, const
   if (plan.route_staged && std::uint64_t(p.num_routes) > ops::kRouteStagedRoutes)
     throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
                           ": more routes than the staged routing kernel holds (internal bucket error)");
-  p.expert_offsets = ptr<int>(v.expert_offsets);
-  p.sorted_route = ptr<int>(v.sorted_route);
-  p.route_row = ptr<int>(v.route_row);
+  p.expert_offsets = dptr(v.expert_offsets);
+  p.sorted_route = dptr(v.sorted_route);
+  p.route_row = dptr(v.route_row);
   const int bms[2] = {plan.gate_up.bm, plan.down.bm};
   for (int g = 0; g < 2; ++g) {
     // A list shared with gate_up (workspace_view) is built once: bm 0 skips it.
     const bool shared = g == 1 && v.tiles[1][0] == v.tiles[0][0];
     const int bm = shared ? 0 : bms[g];
-    p.tiles[g] = {bm, ptr<int>(v.tiles[g][0]), ptr<int>(v.tiles[g][1]), ptr<int>(v.tiles[g][2]),
-                  ptr<int>(v.tiles[g][3])};
+    p.tiles[g] = {bm, dptr(v.tiles[g][0]), dptr(v.tiles[g][1]), dptr(v.tiles[g][2]),
+                  dptr(v.tiles[g][3])};
   }
   if (plan.tail_bucket != 0) {
     // Both GEMMs use tiles[0] (128-row tiles, aliased) and the tail list.
@@ -225,8 +222,8 @@ void MoeLayer::route(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, const
       throw InvalidArgument("MoeLayerArgs.num_tokens=" + std::to_string(a.num_tokens) +
                             ": split tail with two tile lists (internal heuristic error)");
     p.tail_rows = 64;
-    p.tail = {64, ptr<int>(v.tail_tiles[0]), ptr<int>(v.tail_tiles[1]), ptr<int>(v.tail_tiles[2]),
-              ptr<int>(v.tail_tiles[3])};
+    p.tail = {64, dptr(v.tail_tiles[0]), dptr(v.tail_tiles[1]), dptr(v.tail_tiles[2]),
+              dptr(v.tail_tiles[3])};
   }
   launch(k, 1, 1, &p, stream);
 }
@@ -278,29 +275,29 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   const DevicePtr bias = gate_up ? w.b1 : w.b2;
   const BiasKind bk = gate_up ? s.gate_up_bias : s.down_bias;
   const std::uint64_t R = std::uint64_t(a.num_tokens) * s.top_k;
-  GroupedGemmParamsArg p{};
+  GroupedGemmParams p{};
   if (gate_up) {
-    p.a = ptr<const void>(a.x);
+    p.a = dptr(a.x);
     p.a_row_stride = a.x_row_stride ? a.x_row_stride : s.hidden;
-    p.out = ptr<void>(v.h);
+    p.out = dptr(v.h);
     p.out_row_stride = s.intermediate;
   } else {
-    p.a = ptr<const void>(v.h);
+    p.a = dptr(v.h);
     p.a_row_stride = s.intermediate;
-    p.out = ptr<void>(v.y);
+    p.out = dptr(v.y);
     p.out_row_stride = s.hidden;
     p.out_split_stride = static_cast<std::int64_t>(R) * s.hidden;
-    p.gamma = ptr<const float>(a.topk_weights);
+    p.gamma = dptr(a.topk_weights);
   }
-  p.w = ptr<const void>(wt);
-  p.w_scales = ptr<const void>(sc);
-  p.bias = bk != BiasKind::none ? ptr<const void>(bias) : nullptr;
+  p.w = dptr(wt);
+  p.w_scales = dptr(sc);
+  p.bias = dptr(bk != BiasKind::none ? bias : 0);
   const int g = gate_up ? 0 : 1;
-  p.sorted_route = ptr<const int>(v.sorted_route);
-  p.tile_expert = ptr<const int>(v.tiles[g][0]);
-  p.tile_row_begin = ptr<const int>(v.tiles[g][1]);
-  p.tile_row_end = ptr<const int>(v.tiles[g][2]);
-  p.num_tiles = ptr<const int>(v.tiles[g][3]);
+  p.sorted_route = dptr(v.sorted_route);
+  p.tile_expert = dptr(v.tiles[g][0]);
+  p.tile_row_begin = dptr(v.tiles[g][1]);
+  p.tile_row_end = dptr(v.tiles[g][2]);
+  p.num_tiles = dptr(v.tiles[g][3]);
   p.n = static_cast<int>(key.n);
   p.k = static_cast<int>(key.k);
   p.top_k = static_cast<int>(s.top_k);
@@ -308,13 +305,13 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   p.act_limit = key.act_limit;
   p.tiles_ready = tiles_ready ? 1 : 0;
   if (c.fr) {  // the kernel routes topk_ids itself; gate_up's CTA (0, 0) writes route()'s outputs
-    p.topk_ids = ptr<const int>(a.topk_ids);
+    p.topk_ids = dptr(a.topk_ids);
     p.num_routes = static_cast<int>(R);
     p.num_experts = static_cast<int>(s.experts);
-    p.route_expert_offsets = ptr<int>(v.expert_offsets);
-    p.route_sorted_route = ptr<int>(v.sorted_route);
-    p.route_route_row = ptr<int>(v.route_row);
-    for (int i = 0; i < 4; ++i) p.route_tiles[i] = ptr<int>(v.tiles[0][i]);
+    p.route_expert_offsets = dptr(v.expert_offsets);
+    p.route_sorted_route = dptr(v.sorted_route);
+    p.route_route_row = dptr(v.route_row);
+    for (int i = 0; i < 4; ++i) p.route_tiles[i] = dptr(v.tiles[0][i]);
   }
   const std::uint32_t tiles = ops::max_m_tiles(R, s.experts, g_plan.bm);
   if (tiles > 65535)
@@ -330,7 +327,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   const KernelRef tk = g_plan.has_tail ? rt.get(g_plan.tail_key) : k;
   p.num_experts = static_cast<int>(s.experts);  // the persistent kernel bounds its scale reads by it
   if (c.kernel == ops::GemmKernel::bf16_ws) {
-    p.expert_offsets = ptr<const int>(v.expert_offsets);
+    p.expert_offsets = dptr(v.expert_offsets);
     const CUtensorMap map = ops::weight_map(wt, s.experts, key.n, key.k, 2, key.act, c.bn());
     launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
   } else if (c.kernel == ops::GemmKernel::mxfp4_ws) {
@@ -340,11 +337,11 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits);
   }
   if (g_plan.has_tail) {
-    GroupedGemmParamsArg tp = p;
-    tp.tile_expert = ptr<const int>(v.tail_tiles[0]);
-    tp.tile_row_begin = ptr<const int>(v.tail_tiles[1]);
-    tp.tile_row_end = ptr<const int>(v.tail_tiles[2]);
-    tp.num_tiles = ptr<const int>(v.tail_tiles[3]);
+    GroupedGemmParams tp = p;
+    tp.tile_expert = dptr(v.tail_tiles[0]);
+    tp.tile_row_begin = dptr(v.tail_tiles[1]);
+    tp.tile_row_end = dptr(v.tail_tiles[2]);
+    tp.num_tiles = dptr(v.tail_tiles[3]);
     tp.wait_at_exit = 1;
     tp.tiles_ready = 0;
     launch(tk, g_plan.tail_grid_n, static_cast<unsigned>(std::min<std::uint64_t>(s.experts, R)), &tp, stream);
@@ -458,13 +455,13 @@ void MoeLayer::combine(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, con
   // loads of bf16 Y, which need hidden % 8 == 0 and 16-byte aligned Y rows: Y
   // is 256-byte aligned and its row stride is hidden, a multiple of 32 here).
   const KernelRef k = runtime_.get(plan.combine_key);
-  CombineParamsArg p{};
-  p.y = ptr<const void>(v.y);
+  CombineParams p{};
+  p.y = dptr(v.y);
   p.y_row_stride = shape_.hidden;
   p.y_split_stride = static_cast<std::int64_t>(v.y_split_stride);
   p.splits = static_cast<int>(v.y_splits);  // 1 in FP8 modes (no split-K there)
-  p.route_row = ptr<const int>(v.route_row);
-  p.out = ptr<void>(a.out);
+  p.route_row = dptr(v.route_row);
+  p.out = dptr(a.out);
   p.out_row_stride = a.out_row_stride ? a.out_row_stride : shape_.hidden;
   p.hidden = static_cast<int>(shape_.hidden);
   p.top_k = static_cast<int>(shape_.top_k);

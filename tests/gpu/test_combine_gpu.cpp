@@ -95,13 +95,13 @@ void run_case(const CombineCase& c, std::uint64_t seed) {
   const KernelRef k = moejit::testing::gpu_runtime().get(key);
   const std::uint32_t cols = ops::combine_cols(key.n, bf16);
   REQUIRE(ops::combine_fits(c.tokens, D, cols));
-  ops::CombineParamsArg p{};
+  CombineParams p{};
   p.y = dy.as<const void>();
   p.y_row_stride = static_cast<std::int64_t>(D);
   p.y_split_stride = static_cast<std::int64_t>(R * D);
   p.splits = c.splits;
   p.route_row = dr.as<const int>();
-  p.out = reinterpret_cast<void*>(static_cast<std::uintptr_t>(dout.get() + c.out_offset));
+  p.out = reinterpret_cast<std::uint16_t*>(static_cast<std::uintptr_t>(dout.get() + c.out_offset));
   p.out_row_stride = os;
   p.hidden = static_cast<int>(D);
   p.top_k = static_cast<int>(c.top_k);
