@@ -33,8 +33,9 @@
 // rows [group_offsets[e], group_offsets[e + 1]); the outputs are the same
 // lists, expert_offsets a copy of group_offsets, sorted_route the identity and
 // route_row the identity on [group_offsets[0], group_offsets[E]) and -1
-// elsewhere. Offsets are clamped to [0, M] and a decreasing pair gives an empty
-// group, so no m-tile reaches outside rows [0, M) whatever the offsets hold.
+// elsewhere. Each offset is clamped to [0, M] and a decreasing pair gives an
+// empty group; offsets must be non-decreasing (overlapping groups would need
+// more m-tiles than the lists hold).
 
 namespace moejit {
 

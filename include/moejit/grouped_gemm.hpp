@@ -26,8 +26,9 @@
 // Rows outside [expert_offsets[0], expert_offsets[E]) belong to no group: their
 // Y rows are unspecified after the call. Preconditions on the offsets (device
 // memory, not read by the host): non-decreasing, in [0, M]. The device clamps
-// them to [0, M], so a violation gives wrong rows but never an access outside
-// A or Y. Deterministic: every row's bits depend only on its own A row, its
+// each one to [0, M]; offsets that decrease are undefined behaviour (overlapping
+// groups can overrun the workspace's tile lists), as for torch._grouped_mm.
+// Deterministic: every row's bits depend only on its own A row, its
 // group's weights and the row bucket's kernel (padding invariance as
 // moejit/moe_layer.hpp describes it). Asynchronous on the caller's stream;
 // nothing allocates, synchronizes or compiles on the launch path once the
@@ -62,7 +63,7 @@ struct GroupedGemmArgs {
   DevicePtr bias = 0;               // [E, N] of the shape's BiasKind, or 0 when it is none
   DevicePtr out = 0;                // Y bf16 [M, N], 16-byte aligned
   std::int64_t out_row_stride = 0;  // elements; 0 = N; a multiple of 8 and >= N
-  DevicePtr workspace = 0;          // workspace_size(M) bytes, 256-byte aligned
+  DevicePtr workspace = 0;          // workspace_size_for(M) bytes (workspace_size(M) is enough), 256-byte aligned
   std::size_t workspace_bytes = 0;
 };
 
@@ -78,10 +79,14 @@ class GroupedGemm {
   QuantMode quant() const noexcept { return quant_; }
   WeightScale weight_scale() const noexcept { return wscale_; }
 
-  // Bytes of workspace a call with num_rows <= max_rows needs (routing
-  // metadata, and fp32 split-K partials where the row bucket's kernel splits
-  // K). Monotonic in max_rows.
+  // Bytes of workspace every call with num_rows <= max_rows fits in (routing
+  // metadata, and room for fp32 split-K partials in bf16 / w4a16_mxfp4, whose
+  // small row buckets split K). Monotonic in max_rows: size a buffer once.
   std::size_t workspace_size(std::uint32_t max_rows) const;
+  // Bytes a call with exactly num_rows rows needs (<= workspace_size(num_rows)):
+  // the metadata, plus partials only where that row bucket's kernel splits K.
+  // For callers that allocate per call.
+  std::size_t workspace_size_for(std::uint32_t num_rows) const;
 
   // Every key a call with round_up_tokens(M) == row_bucket requests, in launch
   // order: route (the m-tile lists), the GEMM (op=down router_weight=0

@@ -535,10 +535,12 @@ def _grouped_gemm_cuda(a: torch.Tensor, expert_offsets: torch.Tensor, w: torch.T
     elif quant == "fp8_per_token":
         if w_scales is None:
             raise InvalidArgument("w_scales: fp8_per_token needs float32 [E] or [E, N] weight scales, got None")
-        per_channel = w_scales.dim() == 2
-        _check(w_scales, "w_scales", _F32, (E, N) if per_channel else (E,), contiguous_rows=False, device=dev)
         if weight_scale is None:
-            weight_scale = "per_channel" if per_channel else "per_expert"
+            weight_scale = "per_channel" if w_scales.dim() == 2 else "per_expert"
+        if weight_scale not in ("per_expert", "per_channel"):
+            raise InvalidArgument(f"weight_scale: fp8_per_token takes 'per_expert' or 'per_channel', got {weight_scale!r}")
+        _check(w_scales, "w_scales", _F32, (E, N) if weight_scale == "per_channel" else (E,), contiguous_rows=False,
+               device=dev)
     if fp8:
         if a_scales is None:
             raise InvalidArgument(f"a_scales: {quant} needs the activation scales (moejit::quantize_fp8), got None")
@@ -560,8 +562,9 @@ def _grouped_gemm_cuda(a: torch.Tensor, expert_offsets: torch.Tensor, w: torch.T
     out = torch.empty((M, N), dtype=_BF16, device=dev)
     if M == 0:
         return out
-    ws = torch.empty((op.workspace_size(M),), dtype=torch.uint8, device=dev)
-    op.run_ptr(M, a.data_ptr(), a.stride(0), a_scales.data_ptr() if fp8 else 0, expert_offsets.data_ptr(),
+    ws = torch.empty((op.workspace_size_for(M),), dtype=torch.uint8, device=dev)
+    a_stride = a.stride(0) if M > 1 else K  # one row: its stride is not a row pitch
+    op.run_ptr(M, a.data_ptr(), a_stride, a_scales.data_ptr() if fp8 else 0, expert_offsets.data_ptr(),
                w.data_ptr(), w_scales.data_ptr() if w_scales is not None else 0,
                bias.data_ptr() if bias is not None else 0, out.data_ptr(), out.stride(0), ws.data_ptr(), ws.numel(),
                current_stream(dev))

@@ -53,7 +53,10 @@ void bind_grouped_gemm(nb::module_& m) {
       .def_prop_ro("quant", [](const PyGroupedGemm& g) { return std::string(to_string(g.op.quant())); })
       .def_prop_ro("weight_scale", [](const PyGroupedGemm& g) { return std::string(to_string(g.op.weight_scale())); })
       .def("workspace_size", [](const PyGroupedGemm& g, std::uint32_t max_rows) { return g.op.workspace_size(max_rows); },
-           "max_rows"_a, "Bytes of workspace for up to max_rows rows (monotonic).")
+           "max_rows"_a, "Bytes of workspace every call with up to max_rows rows fits in (monotonic).")
+      .def("workspace_size_for",
+           [](const PyGroupedGemm& g, std::uint32_t num_rows) { return g.op.workspace_size_for(num_rows); }, "num_rows"_a,
+           "Bytes a call with exactly num_rows rows needs (<= workspace_size(num_rows)).")
       .def(
           "keys", [](const PyGroupedGemm& g, std::uint64_t num_rows) { return g.op.keys(round_up_tokens(num_rows)); },
           "num_rows"_a, "The keys a call with num_rows rows requests, in launch order.")

@@ -37,10 +37,12 @@ def test_keys_are_the_down_kernels_without_router_weights(quant):
             assert keys[2].op == "combine"
 
 
-def test_workspace_is_monotonic():
+def test_workspace_is_monotonic_and_bounds_the_exact_size():
     g = op("w4a16_mxfp4")
-    sizes = [g.workspace_size(m) for m in (1, 8, 64, 512, 4096, 20000)]
+    rows = (1, 8, 64, 512, 4096, 20000)
+    sizes = [g.workspace_size(m) for m in rows]
     assert sizes == sorted(sizes) and all(s % 256 == 0 for s in sizes)
+    assert all(g.workspace_size_for(m) <= g.workspace_size(m) for m in rows)
 
 
 def test_errors_name_the_field():

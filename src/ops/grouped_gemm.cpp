@@ -75,9 +75,9 @@ struct Layout {
   std::size_t offsets, sorted_route, route_row, tiles[4], y, total;
 };
 // Tile lists sized for bm = 8, which bounds every configuration's tile count;
-// Y partials sized as the layer sizes them (at most kSplitKMax partials while
-// rows <= kSplitKMaxRows, where the heuristics split K).
-Layout layout_for(const GroupedGemmShape& g, std::uint64_t M) {
+// then y_rows fp32 rows of N split-K partials (last, so the metadata offsets do
+// not depend on it).
+Layout layout_for(const GroupedGemmShape& g, std::uint64_t M, std::uint64_t y_rows) {
   Layout l{};
   std::size_t at = 0;
   auto take = [&](std::size_t bytes) {
@@ -91,7 +91,6 @@ Layout layout_for(const GroupedGemmShape& g, std::uint64_t M) {
   const std::uint64_t mt = ops::max_m_tiles(M, g.experts, 8);
   for (int i = 0; i < 3; ++i) l.tiles[i] = take(4 * mt);
   l.tiles[3] = take(4);
-  const std::uint64_t y_rows = std::min<std::uint64_t>(M, ops::kSplitKMaxRows) * ops::kSplitKMax;
   l.y = take(4 * y_rows * g.n);
   l.total = at;
   return l;
@@ -128,7 +127,20 @@ GroupedGemm::GroupedGemm(Runtime& runtime, const GroupedGemmShape& shape, QuantM
   (void)keys(1);
 }
 
-std::size_t GroupedGemm::workspace_size(std::uint32_t max_rows) const { return layout_for(shape_, max_rows).total; }
+// The bound over every M <= max_rows: partials as the layer sizes them (at most
+// kSplitKMax while rows <= kSplitKMaxRows, where the heuristics split K); the
+// FP8 kernels never split K.
+std::size_t GroupedGemm::workspace_size(std::uint32_t max_rows) const {
+  const std::uint64_t y_rows =
+      ops::is_fp8(quant_) ? 0 : std::min<std::uint64_t>(max_rows, ops::kSplitKMaxRows) * ops::kSplitKMax;
+  return layout_for(shape_, max_rows, y_rows).total;
+}
+
+std::size_t GroupedGemm::workspace_size_for(std::uint32_t num_rows) const {
+  if (num_rows == 0) return 0;
+  const Plan p = make_plan(shape_, quant_, wscale_, round_up_tokens(num_rows), target_, runtime_.gemm_tuning());
+  return layout_for(shape_, num_rows, p.splits > 1 ? std::uint64_t(num_rows) * p.splits : 0).total;
+}
 
 std::vector<SpecKey> GroupedGemm::keys(std::uint32_t row_bucket) const {
   if (row_bucket == 0) throw InvalidArgument("row_bucket must be >= 1, got 0");
@@ -175,10 +187,6 @@ void GroupedGemm::check_args(const GroupedGemmArgs& a) const {
   if (os < std::int64_t(shape_.n) || os % 8)
     bad_arg("out_row_stride", static_cast<std::uint64_t>(os), "must be >= N and a multiple of 8");
   if (!a.workspace || a.workspace % 256) bad_arg("workspace", a.workspace, "must be non-null and 256-byte aligned");
-  const std::size_t need = workspace_size(a.num_rows);
-  if (a.workspace_bytes < need)
-    bad_arg("workspace_bytes", a.workspace_bytes,
-            "need " + std::to_string(need) + " for num_rows=" + std::to_string(a.num_rows));
 }
 
 void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
@@ -188,12 +196,15 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
   const Plan plan = make_plan(shape_, quant_, wscale_, round_up_tokens(M), target_, runtime_.gemm_tuning());
   const std::uint32_t tiles = ops::max_m_tiles(M, shape_.experts, plan.bm);
   if (tiles > 65535) bad_arg("num_rows", M, "too many m-tiles for one launch (" + std::to_string(tiles) + " > 65535)");
+  const Layout l = layout_for(shape_, M, plan.splits > 1 ? std::uint64_t(M) * plan.splits : 0);
+  if (a.workspace_bytes < l.total)
+    bad_arg("workspace_bytes", a.workspace_bytes,
+            "need " + std::to_string(l.total) + " for num_rows=" + std::to_string(M) + " (workspace_size_for)");
   // Every kernel before the first launch: a miss after seal or a failing
   // compile launches nothing.
   const KernelRef rk = runtime_.get(plan.route_key);
   const KernelRef gk = runtime_.get(plan.gemm_key);
   const KernelRef ck = plan.splits > 1 ? runtime_.get(plan.combine_key) : KernelRef{};
-  const Layout l = layout_for(shape_, M);
   const DevicePtr ws = a.workspace;
   const DevicePtr tile[4] = {ws + l.tiles[0], ws + l.tiles[1], ws + l.tiles[2], ws + l.tiles[3]};
 

@@ -84,15 +84,32 @@ TEST_CASE("grouped gemm: keys are the down kernels without router weights", "[gr
 
 TEST_CASE("grouped gemm: workspace grows with the rows and holds the split-K partials", "[grouped_gemm]") {
   TempRuntime t;
-  const GroupedGemm op(*t.rt, kDown, QuantMode::w4a16_mxfp4);
-  std::size_t prev = 0;
-  for (std::uint32_t m : {1u, 2u, 7u, 64u, 300u, 4096u, 20000u}) {
-    const std::size_t w = op.workspace_size(m);
-    CHECK(w >= prev);
-    CHECK(w % 256 == 0);
-    CHECK(w >= std::size_t(m) * 8);  // sorted_route and route_row
-    prev = w;
+  for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4, QuantMode::fp8_per_token}) {
+    const GroupedGemm op(*t.rt, kDown, q);
+    std::size_t prev = 0;
+    bool saw_split = false;
+    for (std::uint32_t m : {1u, 2u, 3u, 7u, 64u, 300u, 4096u, 20000u}) {
+      INFO(to_string(q) << " M=" << m);
+      const std::size_t w = op.workspace_size(m), exact = op.workspace_size_for(m);
+      CHECK(w >= prev);  // monotonic bound
+      CHECK(w % 256 == 0);
+      CHECK(exact <= w);
+      CHECK(exact >= std::size_t(m) * 8);  // sorted_route and route_row
+      // The exact size holds the partials of this bucket's kernel when it splits K.
+      const auto keys = op.keys(round_up_tokens(m));
+      if (keys.size() == 3) {
+        saw_split = true;
+        const unsigned splits = static_cast<unsigned>(ops::choose_config(keys[1]).splits);
+        CHECK(exact >= std::size_t(m) * splits * kDown.n * 4);
+      }
+      prev = w;
+    }
+    if (q == QuantMode::fp8_per_token) {
+      CHECK_FALSE(saw_split);
+      CHECK(op.workspace_size(20000) < std::size_t(20000) * kDown.n);  // no room for fp32 partials reserved
+    }
   }
+  CHECK(GroupedGemm(*t.rt, kDown, QuantMode::bf16).workspace_size_for(0) == 0);
 }
 
 TEST_CASE("grouped gemm: bad shapes and arguments name the field", "[grouped_gemm][errors]") {
