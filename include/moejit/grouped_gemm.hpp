@@ -32,9 +32,11 @@
 // group's weights and the row bucket's kernel (padding invariance as
 // moejit/moe_layer.hpp describes it). Asynchronous on the caller's stream;
 // nothing allocates, synchronizes or compiles on the launch path once the
-// bucket's kernels are in the runtime (keys() / prewarm()).
+// row bucket's plan (built on its first use, kept) and kernels exist
+// (prewarm() builds both for every bucket up to max_rows).
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "moejit/key.hpp"
@@ -42,6 +44,8 @@
 #include "moejit/types.hpp"
 
 namespace moejit {
+
+class GroupedGemmPlans;  // the per-row-bucket plans of one GroupedGemm (library-internal)
 
 struct GroupedGemmShape {
   std::uint32_t n = 0;        // output columns N: a positive multiple of 32
@@ -112,6 +116,7 @@ class GroupedGemm {
   QuantMode quant_;
   WeightScale wscale_;
   Target target_;
+  std::shared_ptr<GroupedGemmPlans> plans_;  // built once per row bucket; shared by copies
 };
 
 }  // namespace moejit

@@ -11,7 +11,7 @@
 //
 // Y is stored in bf16 when the down projection keeps K whole, in fp32 when it
 // splits K into partials (MoeWorkspaceView::y_dtype says which for T tokens;
-// FP8 modes never split K: always bf16). The down and combine keys carry that dtype.
+// FP8 modes: always bf16, their kernels keep K whole). The down and combine keys carry that dtype.
 //
 // Every kernel comes from the Runtime by specialization key; the token bucket is
 // round_up_tokens(T). Nothing allocates on the launch path: the caller provides a

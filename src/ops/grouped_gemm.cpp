@@ -10,15 +10,16 @@
 #include <set>
 #include <string>
 
-#include "driver/programmatic_launch.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
 #include "moejit/moe_shape.hpp"
 #include "moejit/quant.hpp"
+#include "ops/bucket_plans.hpp"
 #include "ops/device_ptr.hpp"
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/fp8_grouped_gemm.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "ops/kernel_launch.hpp"
 #include "ops/kernel_params.hpp"
 #include "ops/launch_contracts.hpp"
 #include "ops/moe_keys.hpp"
@@ -27,6 +28,7 @@
 namespace moejit {
 namespace {
 using ops::dptr;
+using ops::launch_kernel;
 
 constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(255); }
 
@@ -41,34 +43,6 @@ MoeLayerShape as_layer_shape(const GroupedGemmShape& g) {
   s.act = Activation::none;
   s.down_bias = g.bias;
   return s;
-}
-
-// What one row bucket launches.
-struct Plan {
-  SpecKey route_key, gemm_key, combine_key;
-  ops::GemmConfig config;   // bf16 / w4a16_mxfp4
-  ops::Fp8GemmConfig fp8;   // mxfp8 / fp8_per_token
-  int bm = 0;
-  unsigned splits = 1;      // > 1: fp32 partials in the workspace, summed by the combine
-};
-
-Plan make_plan(const GroupedGemmShape& g, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
-               const Target& target, const GemmTuning& tuning) {
-  const MoeLayerShape s = as_layer_shape(g);
-  Plan p;
-  p.route_key = ops::route_key(s, bucket, target);
-  p.gemm_key = ops::gemm_key(OpKind::down, s, quant, wscale, bucket, target, tuning);
-  p.gemm_key.router_weight = false;
-  if (ops::is_fp8(quant)) {
-    p.fp8 = ops::choose_fp8_config(p.gemm_key);
-    p.bm = p.fp8.bm();
-  } else {
-    p.config = ops::choose_config(p.gemm_key, tuning);
-    p.bm = p.config.bm();
-    p.splits = static_cast<unsigned>(p.config.splits);
-  }
-  if (p.splits > 1) p.combine_key = ops::combine_key(s, DType::f32, bucket, target);
-  return p;
 }
 
 struct Layout {
@@ -96,17 +70,47 @@ Layout layout_for(const GroupedGemmShape& g, std::uint64_t M, std::uint64_t y_ro
   return l;
 }
 
-void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream, unsigned gz = 1,
-            const CUtensorMap* map = nullptr) {
-  void* args[] = {params, const_cast<CUtensorMap*>(map)};
-  driver::launch_programmatic(k.function, {gx, gy, gz, k.launch.block_threads, k.launch.dynamic_smem_bytes}, stream,
-                              args);
-}
 
 [[noreturn]] void bad_arg(const char* field, std::uint64_t v, const std::string& why) {
   throw InvalidArgument(std::string("GroupedGemmArgs.") + field + "=" + std::to_string(v) + ": " + why);
 }
 }  // namespace
+
+namespace ops {
+// What one row bucket launches.
+struct GroupedGemmPlan {
+  SpecKey route_key, gemm_key, combine_key;
+  GemmConfig config;   // bf16 / w4a16_mxfp4
+  Fp8GemmConfig fp8;   // mxfp8 / fp8_per_token
+  int bm = 0;
+  unsigned splits = 1;      // > 1: fp32 partials in the workspace, summed by the combine
+};
+
+GroupedGemmPlan make_grouped_gemm_plan(const GroupedGemmShape& g, QuantMode quant, WeightScale wscale, std::uint32_t bucket,
+               const Target& target, const GemmTuning& tuning) {
+  const MoeLayerShape s = as_layer_shape(g);
+  GroupedGemmPlan p;
+  p.route_key = route_key(s, bucket, target);
+  p.gemm_key = gemm_key(OpKind::down, s, quant, wscale, bucket, target, tuning);
+  p.gemm_key.router_weight = false;
+  if (is_fp8(quant)) {
+    p.fp8 = choose_fp8_config(p.gemm_key);
+    p.bm = p.fp8.bm();
+  } else {
+    p.config = choose_config(p.gemm_key, tuning);
+    p.bm = p.config.bm();
+    p.splits = static_cast<unsigned>(p.config.splits);
+  }
+  if (p.splits > 1) p.combine_key = combine_key(s, DType::f32, bucket, target);
+  return p;
+}
+}  // namespace ops
+
+// The plans of one GroupedGemm, one per row bucket it has run.
+class GroupedGemmPlans : public ops::BucketPlans<ops::GroupedGemmPlan> {
+ public:
+  using BucketPlans::BucketPlans;
+};
 
 GroupedGemm::GroupedGemm(Runtime& runtime, const GroupedGemmShape& shape, QuantMode quant, Target target)
     : GroupedGemm(runtime, shape, quant, default_weight_scale(quant), target) {}
@@ -123,6 +127,10 @@ GroupedGemm::GroupedGemm(Runtime& runtime, const GroupedGemmShape& shape, QuantM
   SpecKey probe = make_gemm_key(OpKind::down, quant, 1, 32, 32, target);
   probe.weight_scale = wscale;
   validate(probe);  // wscale must fit quant (throws InvalidArgument naming wscale)
+  plans_ = std::make_shared<GroupedGemmPlans>(
+      [s = shape_, quant, wscale, target, tuning = runtime.gemm_tuning()](std::uint32_t bucket) {
+        return ops::make_grouped_gemm_plan(s, quant, wscale, bucket, target, tuning);
+      });
   // Every key of the smallest bucket: a shape the kernels cannot run fails here.
   (void)keys(1);
 }
@@ -138,13 +146,13 @@ std::size_t GroupedGemm::workspace_size(std::uint32_t max_rows) const {
 
 std::size_t GroupedGemm::workspace_size_for(std::uint32_t num_rows) const {
   if (num_rows == 0) return 0;
-  const Plan p = make_plan(shape_, quant_, wscale_, round_up_tokens(num_rows), target_, runtime_.gemm_tuning());
+  const ops::GroupedGemmPlan& p = plans_->get(round_up_tokens(num_rows));
   return layout_for(shape_, num_rows, p.splits > 1 ? std::uint64_t(num_rows) * p.splits : 0).total;
 }
 
 std::vector<SpecKey> GroupedGemm::keys(std::uint32_t row_bucket) const {
   if (row_bucket == 0) throw InvalidArgument("row_bucket must be >= 1, got 0");
-  const Plan p = make_plan(shape_, quant_, wscale_, row_bucket, target_, runtime_.gemm_tuning());
+  const ops::GroupedGemmPlan& p = plans_->get(row_bucket);
   std::vector<SpecKey> k{p.route_key, p.gemm_key};
   if (p.splits > 1) k.push_back(p.combine_key);
   return k;
@@ -193,7 +201,7 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
   check_args(a);
   if (a.num_rows == 0) return;
   const std::uint32_t M = a.num_rows;
-  const Plan plan = make_plan(shape_, quant_, wscale_, round_up_tokens(M), target_, runtime_.gemm_tuning());
+  const ops::GroupedGemmPlan& plan = plans_->get(round_up_tokens(M));
   const std::uint32_t tiles = ops::max_m_tiles(M, shape_.experts, plan.bm);
   if (tiles > 65535) bad_arg("num_rows", M, "too many m-tiles for one launch (" + std::to_string(tiles) + " > 65535)");
   const Layout l = layout_for(shape_, M, plan.splits > 1 ? std::uint64_t(M) * plan.splits : 0);
@@ -217,7 +225,7 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
   r.tiles[0] = {plan.bm, dptr(tile[0]), dptr(tile[1]), dptr(tile[2]), dptr(tile[3])};
   r.tiles[1] = {0, nullptr, nullptr, nullptr, nullptr};
   r.group_offsets = dptr(a.expert_offsets);
-  launch(rk, 1, 1, &r, stream);
+  launch_kernel(rk, 1, 1, &r, stream);
 
   const std::int64_t as = a.a_row_stride ? a.a_row_stride : std::int64_t(shape_.k);
   const std::int64_t os = a.out_row_stride ? a.out_row_stride : std::int64_t(shape_.n);
@@ -270,12 +278,12 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
   p.expert_offsets = dptr(ws + l.offsets);
   if (c.kernel == ops::GemmKernel::bf16_ws) {
     const CUtensorMap map = ops::weight_map(a.w, shape_.experts, key.n, key.k, 2, Activation::none, c.bn());
-    launch(gk, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, plan.splits, &map);
+    launch_kernel(gk, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, plan.splits, &map);
   } else if (c.kernel == ops::GemmKernel::mxfp4_ws) {
     const CUtensorMap map = ops::packed_weight_map(a.w, shape_.experts, key.n, key.k, Activation::none, c.bn());
-    launch(gk, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, plan.splits, &map);
+    launch_kernel(gk, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, plan.splits, &map);
   } else {
-    launch(gk, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, plan.splits);
+    launch_kernel(gk, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, plan.splits);
   }
   if (plan.splits > 1) {
     CombineParams cp{};
@@ -290,7 +298,7 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
     cp.top_k = 1;
     cp.num_tokens = static_cast<int>(M);
     const std::uint32_t cols = ops::combine_cols(shape_.n, false);
-    launch(ck, static_cast<unsigned>(ops::combine_ctas(M, shape_.n, cols)), 1, &cp, stream);
+    launch_kernel(ck, static_cast<unsigned>(ops::combine_ctas(M, shape_.n, cols)), 1, &cp, stream);
   }
 }
 

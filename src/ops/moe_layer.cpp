@@ -4,7 +4,6 @@
 #include <string>
 
 #include "driver/cuda_api.hpp"
-#include "driver/programmatic_launch.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/error.hpp"
 #include "ops/device_ptr.hpp"
@@ -12,6 +11,7 @@
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/fp8_grouped_gemm.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "ops/kernel_launch.hpp"
 #include "ops/kernel_params.hpp"
 #include "ops/launch_contracts.hpp"
 #include "ops/layer_plan.hpp"
@@ -22,6 +22,7 @@
 namespace moejit {
 namespace {
 using ops::dptr;
+using ops::launch_kernel;
 
 constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(255); }
 
@@ -67,19 +68,6 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   l.total = at;
   return l;
 }
-
-// Programmatic stream serialization (driver/programmatic_launch.hpp): hides the
-// launch latency between the layer's kernels (route and combine are mostly that
-// at small T; at <= 32 routes the decode GEMMs route themselves and no routing
-// kernel runs).
-// map: the kernel's second parameter, a TMA tensor map, or null (one parameter).
-void launch(const KernelRef& k, unsigned gx, unsigned gy, void* params, CUstream stream, unsigned gz = 1,
-            const CUtensorMap* map = nullptr) {
-  void* args[] = {params, const_cast<CUtensorMap*>(map)};
-  driver::launch_programmatic(k.function, {gx, gy, gz, k.launch.block_threads, k.launch.dynamic_smem_bytes}, stream,
-                              args);
-}
-
 
 }  // namespace
 
@@ -225,7 +213,7 @@ void MoeLayer::route(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, const
     p.tail = {64, dptr(v.tail_tiles[0]), dptr(v.tail_tiles[1]), dptr(v.tail_tiles[2]),
               dptr(v.tail_tiles[3])};
   }
-  launch(k, 1, 1, &p, stream);
+  launch_kernel(k, 1, 1, &p, stream);
 }
 
 namespace {
@@ -329,12 +317,12 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   if (c.kernel == ops::GemmKernel::bf16_ws) {
     p.expert_offsets = dptr(v.expert_offsets);
     const CUtensorMap map = ops::weight_map(wt, s.experts, key.n, key.k, 2, key.act, c.bn());
-    launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
+    launch_kernel(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
   } else if (c.kernel == ops::GemmKernel::mxfp4_ws) {
     const CUtensorMap map = ops::packed_weight_map(wt, s.experts, key.n, key.k, key.act, c.bn());
-    launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
+    launch_kernel(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
   } else {
-    launch(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits);
+    launch_kernel(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits);
   }
   if (g_plan.has_tail) {
     GroupedGemmParams tp = p;
@@ -344,7 +332,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     tp.num_tiles = dptr(v.tail_tiles[3]);
     tp.wait_at_exit = 1;
     tp.tiles_ready = 0;
-    launch(tk, g_plan.tail_grid_n, static_cast<unsigned>(std::min<std::uint64_t>(s.experts, R)), &tp, stream);
+    launch_kernel(tk, g_plan.tail_grid_n, static_cast<unsigned>(std::min<std::uint64_t>(s.experts, R)), &tp, stream);
   }
 }
 }  // namespace
@@ -466,7 +454,7 @@ void MoeLayer::combine(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, con
   p.hidden = static_cast<int>(shape_.hidden);
   p.top_k = static_cast<int>(shape_.top_k);
   p.num_tokens = static_cast<int>(a.num_tokens);
-  launch(k, static_cast<unsigned>(ops::combine_ctas(a.num_tokens, shape_.hidden, plan.combine_cols)), 1, &p, stream);
+  launch_kernel(k, static_cast<unsigned>(ops::combine_ctas(a.num_tokens, shape_.hidden, plan.combine_cols)), 1, &p, stream);
 }
 
 void MoeLayer::run(const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
