@@ -295,6 +295,8 @@ int main(int argc, char** argv) {
   app.add_option("--modes", cfg.modes, "w4a16_mxfp4,bf16,mxfp8,fp8_per_token")->delimiter(',');
   app.add_option("--iters", cfg.iters, "timed runs per row (10 when a run exceeds 5 ms)")->check(CLI::Range(5, 100000));
   app.add_flag("--wgrad", cfg.wgrad, "also time the gate_up weight gradient (bf16, fp32 dW)");
+  bool wgrad_only = false;
+  app.add_flag("--wgrad-only", wgrad_only, "time only the gate_up weight gradient (no layers)");
   app.add_flag("--skew-all", cfg.skew_all, "skewed routing for every model (default: gpt-oss-120b only)");
   app.add_option("--json", json_path, "also append the JSON lines to this file");
   app.add_option("--dump-dir", cfg.dump_dir, "write routings (int32 [T, top_k]) here for bench/peers.py");
@@ -305,6 +307,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (wgrad_only) {
+    cfg.wgrad = true;
+    cfg.modes.clear();
   }
   if (!json_path.empty()) g_json.open(json_path, std::ios::app);
   try {

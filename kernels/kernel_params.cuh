@@ -6,7 +6,7 @@
 // includes, nothing device-specific. The static_asserts pin the layout (64-bit
 // pointers, 8-byte long long) on both sides; the fields are documented where
 // the kernels read them (moe_routing.cuh, grouped_gemm_params.cuh,
-// moe_combine.cuh, grouped_gemm_fp8_sm90.cuh).
+// moe_combine.cuh, grouped_gemm_fp8_sm90.cuh, moe_wgrad_sm90.cuh).
 
 namespace moejit {
 
@@ -115,6 +115,22 @@ struct Fp8GemmParams {
 };
 }  // namespace f8
 
+namespace wg {
+// The MoE weight gradient (moe_wgrad_sm90.cuh).
+struct WgradParams {
+  const unsigned short* grad;  // bf16 [rows, N], expert-sorted routed rows
+  long long grad_row_stride;   // elements
+  const unsigned short* x;     // bf16 [T, K] (gather by token) or [rows, K]
+  long long x_row_stride;      // elements
+  const int* expert_offsets;   // [E + 1]: rows of expert e are [off[e], off[e+1])
+  const int* sorted_route;     // [rows] route id t * top_k + j (gather by token only)
+  void* dw;                    // [E, N, K] fp32 or bf16, contiguous
+  float* db;                   // [E, N] fp32, or null
+  int n, k, top_k, experts;
+  int gather;                  // 1: X rows by token (src(r) = sorted_route[r] / top_k), 0: by routed row
+};
+}  // namespace wg
+
 // The layout both compilers must produce: sizes on both sides, field offsets
 // on the host (NVRTC has no offsetof; the sizes and the shared text cover it).
 static_assert(sizeof(void*) == 8 && sizeof(long long) == 8, "64-bit pointers and long long");
@@ -123,6 +139,7 @@ static_assert(sizeof(RouteParams) == 176, "RouteParams layout");
 static_assert(sizeof(GroupedGemmParams) == 240, "GroupedGemmParams layout");
 static_assert(sizeof(CombineParams) == 72, "CombineParams layout");
 static_assert(sizeof(f8::Fp8GemmParams) == 144, "Fp8GemmParams layout");
+static_assert(sizeof(wg::WgradParams) == 88, "WgradParams layout");
 #if !defined(__CUDACC_RTC__)
 static_assert(__builtin_offsetof(TileList, tile_expert) == 8, "TileList layout");
 static_assert(__builtin_offsetof(RouteParams, tiles) == 40 && __builtin_offsetof(RouteParams, tail_rows) == 120 &&
@@ -137,6 +154,9 @@ static_assert(__builtin_offsetof(CombineParams, route_row) == 32 && __builtin_of
               "CombineParams layout");
 static_assert(__builtin_offsetof(f8::Fp8GemmParams, n) == 120 && __builtin_offsetof(f8::Fp8GemmParams, act_limit) == 136,
               "Fp8GemmParams layout");
+static_assert(__builtin_offsetof(wg::WgradParams, db) == 56 && __builtin_offsetof(wg::WgradParams, experts) == 76 &&
+                  __builtin_offsetof(wg::WgradParams, gather) == 80,
+              "WgradParams layout");
 #endif
 
 }  // namespace moejit

@@ -1,179 +1,276 @@
-// MoE weight gradient, a K-grouped GEMM over expert-sorted routed rows:
+// MoE weight gradient, a K-grouped GEMM over expert-sorted routed rows, sm_90a:
 //   dW[e][n][k] = sum over rows r of expert e of grad[r][n] * X[src(r)][k]
 //   db[e][n]    = sum over rows r of expert e of grad[r][n]         (optional)
 // grad bf16 [rows, N] (expert-sorted rows, e.g. of the gate_up / down outputs),
-// X bf16: gathered by token (src(r) = sorted_route[r] / top_k, gate_up's input)
-// or by routed row (src(r) = r, down's input H); fp32 accumulation on bf16 tensor
-// cores (mma.sync m16n8k16) with the routed rows as the reduction dimension.
+// X bf16: gathered by token (p.gather = 1: src(r) = sorted_route[r] / top_k, gate_up's
+// input) or by routed row (src(r) = r, down's input H; p.gather = 0). The routed rows are the
+// reduction dimension: the kernel computes dW^T tiles, wgmma m64nBNk16 with X^T as A
+// (M = 64 input features) and grad as B (N = BN output channels), both read by
+// descriptor in their stored orientation (M-/N-major, the transposed operand
+// forms), fp32 accumulation in registers.
 //
-// Deterministic: each CTA owns one [BN, BK] tile of one expert and walks that
-// expert's rows in ascending order; no atomics, no split of the reduction, so the
-// result is bit-reproducible and independent of other experts' rows. An expert
-// with no rows gets its dW (and db) written as exact zeros. 64-bit offsets.
+// Work item: one [BN, 128] tile of dW of one expert (BN output channels x 128
+// input features), its reduction over the expert's rows in stages of 64 rows.
+// Items are (expert, channel block, feature block), feature block fastest,
+// walked by every CTA with stride gridDim.x (a persistent grid of at most one
+// CTA per SM): the CTAs running together work on one expert, whose grad and X
+// rows stay in L2.
+// Roles (384 threads, one CTA per SM):
+//   warpgroup 0, the producer: for every stage of every item the CTA owns,
+//     waits for a ring slot (empty mbarrier); the stage's 64 grad rows x BN
+//     channels (the larger operand) come by TMA (grad_map: BN / 64 boxes of
+//     64 channels x 64 rows, issued by thread 0, counted by expect_tx) when
+//     all 64 rows belong to the expert, else by 16-byte cp.async that
+//     zero-fills the rows past the expert's last row (a TMA box would read
+//     the next expert's rows, and a NaN there must stay there); the 64 X rows
+//     x 128 features by 16-byte cp.async (two threads per row, alternate
+//     16-byte chunks; rows gathered through sorted_route), zero-filled past
+//     the expert's rows and past K. Each thread then arrives on the slot's
+//     full mbarrier with cp.async.mbarrier.arrive.noinc.
+//   warpgroups 1 and 2, the consumers: warpgroup w owns features
+//     [64 w, 64 w + 64) of the item; per stage four wgmma (16 rows each) on the
+//     slot, one group in flight, the slot released once its group retired.
+//     The first stage's first wgmma writes D (scale-d = 0), so an item starts
+//     without zeroing its accumulators. db (feature block 0 only): consumer
+//     thread c sums channel c over each stage's 64 rows from shared memory
+//     while the stage's wgmma run.
+//     Epilogue: the fragments hold channel pairs of one feature; lanes g and
+//     g ^ 1 swap one channel's values (shfl.xor 4) so that each thread stores
+//     two consecutive features of one channel (8-byte fp32 or 4-byte bf16
+//     stores, 32 contiguous bytes per channel and warp instruction), while
+//     the producer already fills the next item's stages.
+// Shared-memory tiles: 128-byte rows of 64 bf16 (channels or features), one
+// 8 KB region per 64 of them, 16-byte chunks XOR-swizzled by (row & 7): the
+// 128-byte swizzle that TMA writes and the M-/N-major descriptors
+// (ws_desc_sw128_mn) read.
 //
-// ---- Tunable parameters (host mirror: src/ops/wgrad.cpp) ----------------------
-//   kWgThreads : 256 = 8 warps as 2 (along N) x 4 (along K)
-//   kWgBN      : 128 output channels (N) per CTA (warp: 64 = 4 m16 tiles)
-//   kWgBK      : 128 input features (K) per CTA (warp: 32 = 4 n8 tiles)
-//   kWgBR      : 32 routed rows per pipeline stage (two k16 MMA steps)
-//   kWgStages  : 4 cp.async stages; shared memory kWgStages * 2 * kWgBR * 256 B = 64 KB
+// Deterministic: each output element is one CTA's fixed-order sum over its
+// expert's rows (stages in row order, within a stage the wgmma's order); no
+// atomics, no split of the reduction, so the result is bit-reproducible and
+// independent of other experts' rows. An expert with no rows gets dW (and
+// db) written as exact zeros. 64-bit offsets.
+//
+// ---- Tunable parameters (template arguments; src/ops/wgrad.cpp) -------------
+//   BN     : output channels per item, 192 or 256 (accumulators: BN / 2 per consumer thread)
+//   STAGES : ring depth (>= 2)
+// Shared memory (bytes): 1024 (alignment) + STAGES * (BN * 128 + 16384) + STAGES * 16 (mbarriers).
 // Requirements: N % 8 == 0, K % 8 == 0, row strides multiples of 8 elements,
-// grad / X 16-byte aligned. Grid: (ceil(K / kWgBK), ceil(N / kWgBN), E).
-// Why ldmatrix.trans: both operands are stored row-major by routed row ([r][n]
-// and [r][k]) while the MMA wants pairs of consecutive r per register; the
-// transposing load gives exactly that, and the XOR swizzle of 16-byte chunks by
-// (row & 7) keeps its eight row reads on distinct banks.
+// grad / X 16-byte aligned, dW 8-byte aligned; grad_map: grad as a 2D bf16 map
+// {N, rows}, box {64, 64}, 128-byte swizzle (src/ops/tensor_map.cpp, rows_map).
 
 namespace moejit {
 namespace wg {
 
-constexpr int kWgThreads = 256;
-constexpr int kWgBN = 128;
-constexpr int kWgBK = 128;
-constexpr int kWgBR = 32;
-constexpr int kWgStages = 4;
-constexpr int kWgTileBytes = kWgBR * 128 * 2;  // one operand tile of a stage (rows of 256 B)
-constexpr int kWgStageBytes = 2 * kWgTileBytes;
-constexpr int kWgSmemBytes = kWgStages * kWgStageBytes;
+constexpr int kWgThreads = 384;
+constexpr int kWgRows = 64;   // routed rows per stage: four wgmma k16 steps
+constexpr int kWgBk = 128;    // input features per item: two consumer warpgroups of 64
+constexpr int kWgRegion = kWgRows * 128;  // 64 rows x 128 bytes: 64 channels or features
+// setmaxnreg budgets per role (the launch bound gives 168): the consumers'
+// BN / 2 accumulators and the epilogue within 216, the producer's copies (TMA
+// or cp.async for grad, cp.async for X) within 64; 56 / 224 spills a word.
+constexpr int kWgProducerRegs = 64, kWgConsumerRegs = 216;
+static_assert(128 * (168 - kWgProducerRegs) >= 256 * (kWgConsumerRegs - 168), "the consumers take what the producer releases");
 
-struct WgradParams {
-  const u16* grad;            // bf16 [rows, N]
-  i64 grad_row_stride;        // elements
-  const u16* x;               // bf16 [T, K] (gather) or [rows, K]
-  i64 x_row_stride;           // elements
-  const int* expert_offsets;  // [E + 1]: rows of expert e are [off[e], off[e+1])
-  const int* sorted_route;    // [rows] route id t * top_k + j (gather only)
-  void* dw;                   // [E, N, K] fp32 or bf16, contiguous
-  float* db;                  // [E, N] fp32, or null
-  int n, k, top_k, gather;
+template <int BN>
+struct WgradLayout {
+  static constexpr int kGBytes = BN / 64 * kWgRegion;      // grad: BN channels
+  static constexpr int kXBytes = kWgBk / 64 * kWgRegion;   // X: 128 features
+  static constexpr int kStageBytes = kGBytes + kXBytes;
 };
 
-__device__ __forceinline__ void ldsm_x4_trans(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
+// Work item `item` -> expert, channel block, feature block and the expert's rows.
+struct WgradItem {
+  int expert, nt, kt, begin, end, steps;  // steps: stages of kWgRows rows
+};
+__device__ __forceinline__ WgradItem wgrad_item(const WgradParams& p, int item, int KT, int per_expert) {
+  WgradItem w;
+  w.expert = item / per_expert;
+  const int rem = item - w.expert * per_expert;
+  w.nt = rem / KT;
+  w.kt = rem - w.nt * KT;
+  w.begin = p.expert_offsets[w.expert];
+  w.end = p.expert_offsets[w.expert + 1];
+  w.steps = w.end > w.begin ? (w.end - w.begin + kWgRows - 1) / kWgRows : 0;
+  return w;
 }
 
-template <bool OUT_BF16>
-__global__ void __launch_bounds__(kWgThreads) moe_wgrad_kernel(const WgradParams p) {
-  const int e = blockIdx.z;
-  const int n0 = blockIdx.y * kWgBN, k0 = blockIdx.x * kWgBK;
-  const int N = p.n, K = p.k;
-  const int begin = p.expert_offsets[e], end = p.expert_offsets[e + 1];
-  const int steps = end > begin ? (end - begin + kWgBR - 1) / kWgBR : 0;
-
-  extern __shared__ __align__(128) u8 smem[];
-  const u32 base = smem_addr(smem);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int warp_n = warp >> 2, warp_k = warp & 3;
-  const int g = lane >> 2, q = lane & 3;
-  const bool do_db = p.db != nullptr && blockIdx.x == 0;
-
-  // Loader: 512 chunks of 16 B per operand tile, two per thread.
-  auto load_stage = [&](int step, int slot) {
-    const u32 sg = base + slot * kWgStageBytes;
-    const u32 sx = sg + kWgTileBytes;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int idx = tid + i * kWgThreads;
-      const int row = idx >> 4, c = idx & 15;
-      const int r = begin + step * kWgBR + row;
-      const bool rok = r < end;
-      const u32 off = row * 256 + ((c ^ (row & 7)) << 4);
-      const bool gok = rok && n0 + c * 8 < N;
-      const u16* gsrc = p.grad + (i64)r * p.grad_row_stride + n0 + c * 8;
-      cp_async_16(sg + off, gok ? (const void*)gsrc : (const void*)p.grad, gok ? 16u : 0u);
-      const bool xok = rok && k0 + c * 8 < K;
-      i64 src = 0;
-      if (xok) src = p.gather ? (i64)(p.sorted_route[r] / p.top_k) : (i64)r;
-      const u16* xsrc = p.x + src * p.x_row_stride + k0 + c * 8;
-      cp_async_16(sx + off, xok ? (const void*)xsrc : (const void*)p.x, xok ? 16u : 0u);
+template <int BN, int STAGES, bool OUT_BF16>
+__global__ void __launch_bounds__(kWgThreads, 1)
+    moe_wgrad_kernel(const WgradParams p, const __grid_constant__ TensorMap grad_map) {
+  static_assert(BN == 192 || BN == 256, "BN: 192 or 256 output channels");
+  static_assert(STAGES >= 2, "a ring of at least two stages");
+  using L = WgradLayout<BN>;
+  extern __shared__ __align__(128) u8 smem_raw[];
+  const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const u32 ring = base;                                     // STAGES stages, 1024-byte aligned
+  const u32 full_bar = ring + STAGES * L::kStageBytes;       // STAGES mbarriers: stage landed
+  const u32 empty_bar = full_bar + STAGES * 8;               // STAGES mbarriers: slot free
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  if (tid == 0) {
+    tma_prefetch(&grad_map);
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full_bar + 8 * s, 128);  // every producer thread
+      mbar_init(empty_bar + 8 * s, 8);   // every consumer warp
     }
-  };
-
-  float acc[4][4][4];
-#pragma unroll
-  for (int a = 0; a < 4; ++a)
-#pragma unroll
-    for (int b = 0; b < 4; ++b)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.f;
-  float db_acc = 0.f;
-
-#pragma unroll
-  for (int s = 0; s < kWgStages - 1; ++s) {
-    if (s < steps) load_stage(s, s);
-    cp_async_commit();
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  for (int step = 0; step < steps; ++step) {
-    cp_async_wait<kWgStages - 2>();
-    __syncthreads();
-    const int next = step + kWgStages - 1;
-    if (next < steps) load_stage(next, next % kWgStages);
-    cp_async_commit();
-    const u32 sg = base + (step % kWgStages) * kWgStageBytes;
-    const u32 sx = sg + kWgTileBytes;
-    const int l = lane & 7, mat = lane >> 3;
+  __syncthreads();
+
+  const int N = p.n, K = p.k;
+  const int NT = (N + BN - 1) / BN, KT = (K + kWgBk - 1) / kWgBk;
+  const int per_expert = NT * KT;
+  const int items = p.experts * per_expert;
+
+  if (warp < 4) {
+    // ---------------- producer ----------------
+    setmaxnreg_dec<kWgProducerRegs>();
+    const int row = tid >> 1, half = tid & 1;  // this thread's row of a stage and half of it
+    int it = 0;
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      const WgradItem w = wgrad_item(p, item, KT, per_expert);
+      const int begin = w.begin, end = w.end, steps = w.steps;
+      const int n0 = w.nt * BN, k0 = w.kt * kWgBk;
+      // The route id (by token) or row (by row) of this thread's row in stage s,
+      // -1 past the expert's rows; loaded two stages ahead, so that the gather's
+      // dependent load never stalls a stage's copies.
+      auto route_of = [&](int s) {
+        const int r = begin + s * kWgRows + row;
+        return s < steps && r < end ? (p.gather ? __ldg(p.sorted_route + r) : r) : -1;
+      };
+      int ahead0 = route_of(0), ahead1 = route_of(1);
+      for (int s = 0; s < steps; ++s, ++it) {
+        const int route = ahead0;
+        ahead0 = ahead1;
+        ahead1 = route_of(s + 2);
+        const int slot = it % STAGES;
+        const u32 full = full_bar + 8 * slot;
+        mbar_wait(empty_bar + 8 * slot, ((it / STAGES) & 1) ^ 1);
+        const u32 sg = ring + slot * L::kStageBytes, sx = sg + L::kGBytes;
+        const int r0 = begin + s * kWgRows, r = r0 + row;
+        const bool live = route >= 0;
+        if (r0 + kWgRows <= end) {
+          // grad: a whole stage of the expert's rows, BN / 64 TMA boxes.
+          if (tid == 0) {
+            mbar_expect_tx(full, L::kGBytes);
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const int m0 = s * 16;
-      u32 af[4][4];
+            for (int c = 0; c < BN / 64; ++c) tma_load_2d(sg + c * kWgRegion, &grad_map, full, n0 + 64 * c, r0);
+          }
+        } else {
+          // grad, the expert's last stage: this thread's alternate 16-byte chunks
+          // j = 2 jj + half of its row (chunk j in region j / 8), zero past the
+          // expert's rows and past N.
+          const u16* gsrc = p.grad + (live ? (i64)r * p.grad_row_stride + n0 : 0);
 #pragma unroll
-      for (int mi = 0; mi < 4; ++mi) {
-        const int m = m0 + l + 8 * (mat >> 1);
-        const int n = warp_n * 64 + mi * 16 + 8 * (mat & 1);
-        ldsm_x4_trans(sg + m * 256 + (((n >> 3) ^ (m & 7)) << 4), af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+          for (int jj = 0; jj < BN / 16; ++jj) {
+            const int j = 2 * jj + half;
+            const bool ok = live && n0 + 8 * j < N;
+            cp_async_16(sg + (j >> 3) * kWgRegion + row * 128 + (((j & 7) ^ (row & 7)) << 4),
+                        ok ? (const void*)(gsrc + 8 * j) : (const void*)p.grad, ok ? 16u : 0u);
+          }
+        }
+        // X: the row's 16-byte chunks j = 2 jj + half (chunk j in region j / 8):
+        // every region offset is a constant of the unrolled loop.
+        const i64 src = live ? (p.gather ? (i64)(route / p.top_k) : (i64)route) : 0;
+        const u16* xsrc = p.x + src * p.x_row_stride + k0;
+#pragma unroll
+        for (int jj = 0; jj < kWgBk / 16; ++jj) {
+          const int j = 2 * jj + half;
+          const bool ok = live && k0 + 8 * j < K;
+          cp_async_16(sx + (j >> 3) * kWgRegion + row * 128 + (((j & 7) ^ (row & 7)) << 4),
+                      ok ? (const void*)(xsrc + 8 * j) : (const void*)p.x, ok ? 16u : 0u);
+        }
+        cp_async_mbar_arrive(full);
       }
+    }
+    cp_async_wait_n<0>();
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  setmaxnreg_inc<kWgConsumerRegs>();
+  const int wgi = (warp - 4) >> 2;          // features 64 wgi .. 64 wgi + 63 of the item
+  const int ct = tid - 128;                 // consumer thread 0..255: db's channel
+  const int wr16 = ((warp - 4) & 3) * 16;   // the warp's 16 features inside them
+  const int g = lane >> 2, q = lane & 3;
+  float acc[BN / 2];
+  int it = 0;
+  auto release = [&](int slot) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty_bar + 8 * slot);
+  };
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const WgradItem w = wgrad_item(p, item, KT, per_expert);
+    const int e = w.expert, steps = w.steps;
+    const int n0 = w.nt * BN, k0 = w.kt * kWgBk + 64 * wgi;
+    const bool do_db = p.db != nullptr && w.kt == 0 && ct < BN;  // warp-uniform
+    float db_sum = 0.f;
+    int pending = -1;
+    for (int s = 0; s < steps; ++s, ++it) {
+      const int slot = it % STAGES;
+      mbar_wait(full_bar + 8 * slot, (it / STAGES) & 1);
+      const u32 sg = ring + slot * L::kStageBytes, sx = sg + L::kGBytes + wgi * kWgRegion;
+      ws_wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int m = m0 + l + 8 * (mat & 1);
-        const int kf = warp_k * 32 + j * 16 + 8 * (mat >> 1);
-        u32 b00, b01, b10, b11;
-        ldsm_x4_trans(sx + m * 256 + (((kf >> 3) ^ (m & 7)) << 4), b00, b01, b10, b11);
-#pragma unroll
-        for (int mi = 0; mi < 4; ++mi) {
-          mma_bf16_16816(acc[mi][2 * j], af[mi], b00, b01);
-          mma_bf16_16816(acc[mi][2 * j + 1], af[mi], b10, b11);
+      for (int kk = 0; kk < 4; ++kk)  // 16 rows per step: 2048 bytes
+        wgmma_m64k16_ss_mn<BN>(acc, ws_desc_sw128_mn(sx + kk * 2048, kWgRegion),
+                               ws_desc_sw128_mn(sg + kk * 2048, kWgRegion), s > 0 || kk > 0);
+      ws_wgmma_commit();
+      if (do_db) {
+        // Channel ct over the stage's 64 rows, in row order (zero past the expert's rows).
+        const u32 col = sg + (ct >> 6) * kWgRegion + (ct & 7) * 2;
+#pragma unroll 8
+        for (int r = 0; r < kWgRows; ++r) {
+          u16 v;
+          asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(col + r * 128 + ((((ct & 63) >> 3) ^ (r & 7)) << 4)));
+          db_sum += bf16_bits_to_f32(v);
         }
       }
+      ws_wgmma_wait<1>();  // the previous stage's group retired: its slot is free
+      if (pending >= 0) release(pending);
+      pending = slot;
     }
-    if (do_db && tid < kWgBN) {
-      // Fixed order over the stage's rows (zero-filled past the expert's end).
-      const u8* tile = smem + (step % kWgStages) * kWgStageBytes;
-#pragma unroll 8
-      for (int row = 0; row < kWgBR; ++row) {
-        const u16 v = *(const u16*)(tile + row * 256 + (((tid >> 3) ^ (row & 7)) << 4) + (tid & 7) * 2);
-        db_acc += bf16_bits_to_f32(v);
-      }
-    }
-  }
-  cp_async_wait<0>();
+    ws_wgmma_wait<0>();
+    ws_fence_operands(acc);
+    if (pending >= 0) release(pending);
 
-  const i64 e_base = (i64)e * N;
+    if (do_db && n0 + ct < N) p.db[(i64)e * N + n0 + ct] = db_sum;
+
+    // Epilogue. Fragment block i holds features f = wr16 + g (+ 8) and channels
+    // 8 i + 2 q (+ 1): acc[4 i + 2 h + c] is feature f + 8 h, channel 8 i + 2 q + c.
+    // Lanes g and g ^ 1 (lane ^ 4) swap: the even-g lane keeps channel c = 0 and
+    // takes its partner's, the odd-g lane keeps c = 1; each then holds features
+    // (g & ~1, g | 1) (+ 8) of one channel.
+    const bool odd = g & 1;
+    const int f = k0 + wr16 + (g & ~1);
 #pragma unroll
-  for (int mi = 0; mi < 4; ++mi) {
+    for (int i = 0; i < BN / 8; ++i) {
+      const int n = n0 + 8 * i + 2 * q + (odd ? 1 : 0);
+      float v[4];  // features f, f + 1, f + 8, f + 9 of channel n
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int n = n0 + warp_n * 64 + mi * 16 + g + 8 * half;
+      for (int h = 0; h < 2; ++h) {
+        const float c0 = steps ? acc[4 * i + 2 * h] : 0.f, c1 = steps ? acc[4 * i + 2 * h + 1] : 0.f;
+        const float keep = odd ? c1 : c0, give = odd ? c0 : c1;  // selects: acc stays in registers
+        const float got = __shfl_xor_sync(0xffffffffu, give, 4);
+        v[2 * h] = odd ? got : keep;
+        v[2 * h + 1] = odd ? keep : got;
+      }
       if (n >= N) continue;
+      const i64 row_at = ((i64)e * N + n) * K;
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        const int k = k0 + warp_k * 32 + ni * 8 + 2 * q;
+      for (int h = 0; h < 2; ++h) {
+        const int k = f + 8 * h;
         if (k >= K) continue;
-        const float v0 = acc[mi][ni][2 * half], v1 = acc[mi][ni][2 * half + 1];
-        const i64 at = (e_base + n) * K + k;
         if (OUT_BF16) {
-          *(u32*)((u16*)p.dw + at) = pack_bf16x2(v0, v1);
+          *(u32*)((u16*)p.dw + row_at + k) = pack_bf16x2(v[2 * h], v[2 * h + 1]);
         } else {
           float2 o;
-          o.x = v0;
-          o.y = v1;
-          *(float2*)((float*)p.dw + at) = o;
+          o.x = v[2 * h];
+          o.y = v[2 * h + 1];
+          *(float2*)((float*)p.dw + row_at + k) = o;
         }
       }
     }
   }
-  if (do_db && tid < kWgBN && n0 + tid < N) p.db[e_base + n0 + tid] = db_acc;
 }
 
 }  // namespace wg

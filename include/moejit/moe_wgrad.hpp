@@ -9,7 +9,8 @@
 // sorted_route[r] = t * top_k + j. For gate_up's weights pass X = the layer input
 // [T, K] with gather = by_token (src(r) = token of r); for down's weights pass
 // X = H [rows, K] with gather = by_row (src(r) = r).
-// fp32 accumulation on bf16 tensor cores (kernels/moe_wgrad_sm90.cuh).
+// fp32 accumulation on bf16 tensor cores (kernels/moe_wgrad_sm90.cuh: wgmma with
+// the routed rows as the reduction dimension, a persistent warp-specialized grid).
 // Deterministic: each output element is a fixed-order sum over its expert's
 // rows (no floating-point atomics), bit-reproducible run to run and independent
 // of other experts. Experts with no rows get dW[e] = 0 (and db[e] = 0) written.

@@ -66,4 +66,17 @@ CUtensorMap packed_weight_map(std::uint64_t w, std::uint32_t experts, std::uint3
   return map;
 }
 
+CUtensorMap rows_map(std::uint64_t base, std::uint64_t rows, std::uint32_t cols, std::int64_t row_stride) {
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
+  const cuuint32_t box[2] = {64, 64};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  CUtensorMap map;
+  MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, reinterpret_cast<void*>(base), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return map;
+}
+
 }  // namespace moejit::ops

@@ -1,5 +1,5 @@
 #pragma once
-// TMA tensor maps of the warp-specialized grouped GEMMs' weight operands,
+// TMA tensor maps of the warp-specialized kernels' operands,
 // encoded on the host with the driver's cuTensorMapEncodeTiled and passed to
 // the kernel by value (kernels/wgmma_sm90.cuh, TensorMap).
 #include <cstdint>
@@ -33,5 +33,13 @@ CUtensorMap weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, 
 // driver rejects the map.
 CUtensorMap packed_weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, std::uint32_t k, Activation act,
                               std::uint32_t block_n);
+
+// A row-major bf16 matrix [rows, cols] with `row_stride` elements between rows,
+// as the 2D map the weight-gradient kernel reads its grad tiles through
+// (kernels/moe_wgrad_sm90.cuh, "grad_map"): box 64 columns (128 bytes) x 64
+// rows, 128-byte swizzle, out-of-range elements read as zero. Preconditions
+// (checked by MoeWgrad::run): base 16-byte aligned, row_stride % 8 == 0,
+// cols <= row_stride. Throws DriverError when the driver rejects the map.
+CUtensorMap rows_map(std::uint64_t base, std::uint64_t rows, std::uint32_t cols, std::int64_t row_stride);
 
 }  // namespace moejit::ops

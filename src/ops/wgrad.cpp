@@ -1,5 +1,7 @@
-// MoE weight gradient: key, codegen (kernels/moe_wgrad_sm90.cuh) and launch.
+// MoE weight gradient: key, codegen (kernels/moe_wgrad_sm90.cuh, kernels/moe_wgrad_mma_sm90.cuh) and launch.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "codegen/families.hpp"
 #include "driver/cuda_api.hpp"
@@ -7,26 +9,45 @@
 #include "moejit/error.hpp"
 #include "moejit/moe_wgrad.hpp"
 #include "ops/device_ptr.hpp"
+#include "ops/kernel_params.hpp"
+#include "ops/tensor_map.hpp"
 
 namespace moejit {
 namespace {
-using ops::ptr;
 
-// Mirrors of the constants at the top of kernels/moe_wgrad_sm90.cuh.
-constexpr std::uint32_t kThreads = 256, kBN = 128, kBK = 128, kSmemBytes = 4 * 2 * 32 * 128 * 2;
+// The warp-specialized kernel (kernels/moe_wgrad_sm90.cuh): 384 threads, BN output
+// channels x 128 input features per item, stages of 64 routed rows.
+constexpr std::uint32_t kThreads = 384, kBk = 128, kStageRows = 64;
+constexpr std::uint32_t kPersistentCtas = 132;  // one per SM of an H200; only the schedule, never correctness
 
-// Mirror of moejit::wg::WgradParams.
-struct WgradParamsArg {
-  const void* grad;
-  std::int64_t grad_row_stride;
-  const void* x;
-  std::int64_t x_row_stride;
-  const int* expert_offsets;
-  const int* sorted_route;
-  void* dw;
-  float* db;
-  int n, k, top_k, gather;
+// The mma.sync kernel for few rows per expert (kernels/moe_wgrad_mma_sm90.cuh):
+// 256 threads, 128 x 128 tiles, grid (K tiles, N tiles, E), 4 cp.async stages of 32 rows.
+constexpr std::uint32_t kMmaThreads = 256, kMmaTile = 128, kMmaSmemBytes = 4 * 2 * 32 * 128 * 2;
+// Average routed rows per expert from which the warp-specialized kernel runs
+// (docs/kernels.md, "Weight gradient": below it an item is one or two stages
+// and its epilogue, not hidden, costs more than the mma.sync kernel loses).
+constexpr std::uint64_t kWsMinRowsPerExpert = 512;
+
+struct WgradConfig {
+  bool ws;  // the warp-specialized wgmma kernel, else the mma.sync one
+  std::uint32_t bn, stages;
+  std::uint32_t smem_bytes() const {
+    return ws ? 1024 + stages * (bn * 128 + kBk * 128) + stages * 16 : kMmaSmemBytes;
+  }
 };
+
+// BN: 256 output channels per item where N is a multiple of 256, else 192 where N is
+// one of 192 (gpt-oss-120b: N = 5760 = 30 x 192, 2880 = 15 x 192), else whichever
+// pads N less (256 on a tie: fewer items). Stages: as many as fit next to the
+// 227 KB limit with room for the alignment (BN 256: 4 x 48 KB, 192: 5 x 40 KB).
+// Kernel: by the bucket's average rows per expert (token_bucket * top_k / experts).
+WgradConfig choose_wgrad_config(const SpecKey& key) {
+  const std::uint32_t n = key.n;
+  if (std::uint64_t(key.token_bucket) * key.top_k < kWsMinRowsPerExpert * key.experts) return WgradConfig{false, 128, 4};
+  auto pad = [n](std::uint32_t bn) { return (n + bn - 1) / bn * bn - n; };
+  const std::uint32_t bn = n % 256 == 0 ? 256 : n % 192 == 0 ? 192 : pad(192) < pad(256) ? 192 : 256;
+  return WgradConfig{true, bn, bn == 256 ? 4u : 5u};
+}
 
 std::string why_not(const SpecKey& key) {
   auto field = [](const char* f, std::uint64_t v, const char* why) {
@@ -52,15 +73,29 @@ namespace codegen {
 KernelSource generate_wgrad(const SpecKey& key) {
   validate(key);
   if (auto why = why_not(key); !why.empty()) throw InvalidArgument(why);
+  const WgradConfig c = choose_wgrad_config(key);
   KernelSource ks;
   ks.source = "// moejit generated translation unit\n";
-  ks.source += kernel_file("common.cuh");
-  ks.source += "\n";
-  ks.source += kernel_file("moe_wgrad_sm90.cuh");
-  ks.name_expression = std::string("moejit::wg::moe_wgrad_kernel<") + (key.out_dtype == DType::bf16 ? "true" : "false") + ">";
-  ks.launch.block_threads = kThreads;
-  ks.launch.dynamic_smem_bytes = kSmemBytes;
-  ks.config_text = "wgrad bn=128 bk=128 br=32 stages=4 threads=256";
+  const auto files = c.ws ? std::vector<const char*>{"common.cuh", "kernel_params.cuh", "wgmma_sm90.cuh", "moe_wgrad_sm90.cuh"}
+                          : std::vector<const char*>{"common.cuh", "kernel_params.cuh", "moe_wgrad_mma_sm90.cuh"};
+  for (const char* f : files) {
+    ks.source += kernel_file(f);
+    ks.source += "\n";
+  }
+  const char* out_bf16 = key.out_dtype == DType::bf16 ? "true" : "false";
+  if (c.ws) {
+    ks.name_expression = "moejit::wg::moe_wgrad_kernel<" + std::to_string(c.bn) + ", " + std::to_string(c.stages) + ", " +
+                         out_bf16 + ">";
+    ks.launch.block_threads = kThreads;
+    ks.config_text = "wgrad ws bn=" + std::to_string(c.bn) + " bk=" + std::to_string(kBk) + " rows=" +
+                     std::to_string(kStageRows) + " stages=" + std::to_string(c.stages) + " threads=" +
+                     std::to_string(kThreads) + " persistent";
+  } else {
+    ks.name_expression = std::string("moejit::wg::moe_wgrad_mma_kernel<") + out_bf16 + ">";
+    ks.launch.block_threads = kMmaThreads;
+    ks.config_text = "wgrad mma bn=128 bk=128 br=32 stages=4 threads=256";
+  }
+  ks.launch.dynamic_smem_bytes = c.smem_bytes();
   return ks;
 }
 }  // namespace codegen
@@ -103,26 +138,40 @@ void MoeWgrad::run(const MoeWgradArgs& a, CUstream stream) const {
     bad("num_tokens", a.num_tokens, "num_tokens * top_k must fit in int32");
   const SpecKey key = moe_wgrad_key(s, a.num_tokens ? round_up_tokens(a.num_tokens) : 1, target_);
   const KernelRef k = runtime_.get(key);
-  WgradParamsArg p{};
+  wg::WgradParams p{};
   // Why valid pointers even for T = 0: the kernel never dereferences them then
   // (no rows), but a null base would be a trap for a later change.
-  p.grad = ptr<const void>(a.grad ? a.grad : a.dw);
+  p.grad = ops::dptr(a.grad ? a.grad : a.dw);
   p.grad_row_stride = gs;
-  p.x = ptr<const void>(a.x ? a.x : a.dw);
+  p.x = ops::dptr(a.x ? a.x : a.dw);
   p.x_row_stride = xs;
-  p.expert_offsets = ptr<const int>(a.expert_offsets);
-  p.sorted_route = ptr<const int>(a.sorted_route);
-  p.dw = ptr<void>(a.dw);
-  p.db = ptr<float>(a.db);
+  p.expert_offsets = ops::dptr(a.expert_offsets);
+  p.sorted_route = ops::dptr(a.sorted_route);
+  p.dw = ops::dptr(a.dw);
+  p.db = ops::dptr(a.db);
   p.n = static_cast<int>(s.n);
   p.k = static_cast<int>(s.k);
   p.top_k = static_cast<int>(s.top_k);
+  p.experts = static_cast<int>(s.experts);
   p.gather = a.gather == WgradGather::by_token ? 1 : 0;
+  const WgradConfig c = choose_wgrad_config(key);
   void* args[] = {&p};
-  const unsigned gx = (s.k + kBK - 1) / kBK, gy = (s.n + kBN - 1) / kBN;
-  if (gy > 65535) bad("n", s.n, "too many N tiles for one launch");
-  MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(k.function, gx, gy, s.experts, k.launch.block_threads, 1, 1,
-                                                k.launch.dynamic_smem_bytes, stream, args, nullptr));
+  if (c.ws) {
+    const std::uint64_t items = std::uint64_t(s.experts) * ((s.n + c.bn - 1) / c.bn) * ((s.k + kBk - 1) / kBk);
+    if (items > 0x7fffffffull) bad("n", s.n, "experts x channel blocks x feature blocks must fit in int32");
+    const unsigned grid = static_cast<unsigned>(std::min<std::uint64_t>(items, kPersistentCtas));
+    // grad rows: at most T * top_k (at least one, for a valid map when T = 0).
+    const std::uint64_t rows = std::max<std::uint64_t>(1, std::uint64_t(a.num_tokens) * s.top_k);
+    CUtensorMap grad_map = ops::rows_map(a.grad ? a.grad : a.dw, rows, s.n, gs);
+    void* ws_args[] = {&p, &grad_map};
+    MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(k.function, grid, 1, 1, k.launch.block_threads, 1, 1,
+                                                  k.launch.dynamic_smem_bytes, stream, ws_args, nullptr));
+  } else {
+    const unsigned gx = (s.k + kMmaTile - 1) / kMmaTile, gy = (s.n + kMmaTile - 1) / kMmaTile;
+    if (gy > 65535) bad("n", s.n, "too many N tiles for one launch");
+    MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(k.function, gx, gy, s.experts, k.launch.block_threads, 1, 1,
+                                                  k.launch.dynamic_smem_bytes, stream, args, nullptr));
+  }
 }
 
 }  // namespace moejit

@@ -1,4 +1,4 @@
-// MoE weight gradient (kernels/moe_wgrad_sm90.cuh): key checks, codegen, NVRTC
+// MoE weight gradient (kernels/moe_wgrad_sm90.cuh, moe_wgrad_mma_sm90.cuh): key checks, codegen, NVRTC
 // compile for sm_90a.
 #include <string>
 
@@ -39,24 +39,36 @@ TEST_CASE("wgrad: key fields and rejections", "[wgrad][keys]") {
   CHECK_THROWS_AS(codegen::generate(bad), InvalidArgument);
 }
 
-TEST_CASE("wgrad: both output dtypes compile with NVRTC for sm_90a without spills", "[wgrad][codegen][nvrtc]") {
+TEST_CASE("wgrad: both output dtypes and both channel blocks compile with NVRTC for sm_90a without spills",
+          "[wgrad][codegen][nvrtc]") {
   if (!driver::nvrtc_available()) {
     WARN("skipped: libnvrtc not found");
     return;
   }
+  // 512 routed rows per expert and more (bucket 16384 x top_k 8 / 256 experts) take the
+  // warp-specialized kernel: N = 4096 (DeepSeek-V3 down's weights) with 256 output channels
+  // per item, N = 5760 (gpt-oss-120b gate_up) with 192; fewer rows (bucket 64) the mma.sync kernel.
+  struct Case {
+    std::uint32_t N, bucket;
+    const char* config;
+  };
+  for (const Case& c : {Case{4096, 16384, "ws bn=256 bk=128"}, Case{5760, 16384, "ws bn=192 bk=128"}, Case{4096, 64, "mma"}})
   for (DType d : {DType::f32, DType::bf16}) {
-    const SpecKey key = moe_wgrad_key(MoeWgradShape{256, 8, 4096, 7168, d}, 4096);
+    const char* config = c.config;
+    const SpecKey key = moe_wgrad_key(MoeWgradShape{256, 8, c.N, 7168, d}, c.bucket);
     const auto ks = codegen::generate(key);
+    CHECK(ks.config_text.find(config) != std::string::npos);
     CHECK(ks.source.find("#include") == std::string::npos);
     const auto out = compiler::compile(ks, Target{90, true}, key.to_text());
     INFO(out.log);
     CHECK(!out.cubin.empty());
-    CHECK(out.lowered_name.find("moe_wgrad_kernel") != std::string::npos);
+    CHECK(out.lowered_name.find(c.bucket == 64 ? "moe_wgrad_mma_kernel" : "moe_wgrad_kernel") != std::string::npos);
     CHECK(out.resources.registers > 0);
     CHECK(out.resources.registers <= 255);
     CHECK(out.resources.spill_store_bytes == 0);
     CHECK(out.resources.spill_load_bytes == 0);
-    std::printf("  nvrtc wgrad out=%s: %d regs, %.0f ms\n", std::string(to_string(d)).c_str(), out.resources.registers,
-                out.compile_ms);
+    CHECK(out.log.find("serialized") == std::string::npos);  // ptxas kept the wgmma pipeline asynchronous
+    std::printf("  nvrtc wgrad %s out=%s: %d regs, %.0f ms\n", config, std::string(to_string(d)).c_str(),
+                out.resources.registers, out.compile_ms);
   }
 }

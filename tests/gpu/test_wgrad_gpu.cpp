@@ -1,6 +1,7 @@
 // MoE weight gradient on the GPU against a float64 reference: 0, 1 and 10000
 // rows for one expert, uniform routing on real shapes, both gathers, zero-row
-// experts written as exact zeros, bit-reproducible runs, bf16 output.
+// experts written as exact zeros, NaN rows past the routed rows never read,
+// bit-reproducible runs, bf16 output.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -31,9 +32,14 @@ void run_case(const char* name, const WgradCase& c) {
   const auto ids = random_ids(c.T, c.top_k, c.E, c.how, rng);
   HostRouting hr(ids, c.T, c.top_k, c.E, 16);
   const std::uint64_t R = hr.routing.rows();
-  const auto grad = ref::random_bf16(std::max<std::size_t>(1, R * c.N), rng, 1.0);
+  // 64 rows of NaN after the last routed row of grad (and of X by row): a
+  // stage that read past its expert's rows would turn them into NaN outputs.
+  constexpr std::uint64_t kPoisonRows = 64;
+  auto grad = ref::random_bf16((R + kPoisonRows) * c.N, rng, 1.0);
+  for (std::size_t i = R * c.N; i < grad.size(); ++i) grad[i] = 0x7FC0;
   const std::uint64_t x_rows = c.gather == WgradGather::by_token ? c.T : R;
-  const auto x = ref::random_bf16(std::max<std::size_t>(1, x_rows * c.K), rng, 1.0);
+  auto x = ref::random_bf16((x_rows + kPoisonRows) * c.K, rng, 1.0);
+  for (std::size_t i = x_rows * c.K; i < x.size(); ++i) x[i] = 0x7FC0;
   std::vector<std::int32_t> offs(c.E + 1);
   for (std::uint32_t e = 0; e <= c.E; ++e) offs[e] = static_cast<std::int32_t>(hr.routing.expert_offsets[e]);
   driver::DeviceBuffer dgrad(grad.size() * 2), dx(x.size() * 2), doffs(offs.size() * 4);
@@ -134,4 +140,15 @@ TEST_CASE("gpu: wgrad on real shapes, both gathers, zero-row experts, odd tails"
   run_case("qwen3 down, zero-row experts", {3, 8, 128, 2048, 768, Routing::uniform, WgradGather::by_row});
   run_case("tails N=24 K=40", {300, 2, 8, 24, 40, Routing::with_drops, WgradGather::by_token});
   run_case("E=256 expert 255 only", {33, 8, 256, 64, 7168, Routing::last_expert_only, WgradGather::by_token});
+}
+
+TEST_CASE("gpu: wgrad warp-specialized kernel (512 routed rows per expert and more)", "[gpu][wgrad]") {
+  // gpt-oss-120b down weights (N = K = 2880: 192 output channels per item, a K
+  // tail of 64 features), 4 experts, about 500 rows each: every expert ends in a
+  // partial stage, whose grad rows come by cp.async, the others by TMA.
+  run_case("gpt-oss down, ws (E=4)", {1000, 2, 4, 2880, 2880, Routing::uniform, WgradGather::by_row});
+  // 256 channels per item, gathered by token, bf16 dW.
+  run_case("N=512 K=384 ws bf16", {3000, 4, 16, 512, 384, Routing::uniform, WgradGather::by_token, DType::bf16});
+  // Channel and feature tails (N = 264: 192 + 72, K = 200: 128 + 72) with dropped routes.
+  run_case("tails N=264 K=200 ws", {4096, 2, 8, 264, 200, Routing::with_drops, WgradGather::by_token});
 }
