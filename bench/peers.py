@@ -10,6 +10,12 @@ For every routing file that moejit_bench --dump-dir wrote
   * MXFP4 "dequantize then torch._grouped_mm": the hit experts' e2m1 weights and
     E8M0 scales [H, N, K/2] / [H, N, K/32] are dequantized to bf16 and fed to
     torch._grouped_mm; the time covers both (dequant_us reported too)
+and, with --wgrad, the gate_up weight gradient (dW[e] = grad_e^T X_e over the
+expert's routed rows, N = 2I, K = D):
+  * torch._grouped_mm in its 2D x 2D form (groups along the reduction
+    dimension, offs = the experts' row offsets): grad^T [N, rows] stored
+    row-major and the gathered X rows as a column-major [rows, K] view, both
+    transposed and gathered before timing; bf16 dW [E, N, K]
 The rows of A are the routed rows, already gathered and sorted by expert
 (the peers do not gather X by token, moejit's gate_up does). Ceilings in the
 same run: a 4 GiB device-to-device copy (bytes read + written per second), an
@@ -19,7 +25,7 @@ Timing: CUDA events, 3 warm-ups, median of 50 runs (10 when a run exceeds 5 ms),
 3 activation sets rotated. One JSON line per row on stdout and in --json. A peer
 that fails (shape constraint, missing op) is a row with "error".
 
-  python3 bench/peers.py --dump-dir DIR --json peers.jsonl [--models ...] [--tokens ...]
+  python3 bench/peers.py --dump-dir DIR --json peers.jsonl [--models ...] [--tokens ...] [--wgrad]
 """
 import argparse
 import glob
@@ -227,6 +233,42 @@ def run_model(model, routings, iters, sets):
         del W, Wt, W8, packed, pscales
 
 
+def run_wgrad(model, routings, iters, sets):
+    """The gate_up weight gradient: torch._grouped_mm's 2D x 2D form, groups along the rows."""
+    D, I, E, k, N1 = MODELS[model]
+    for (m, routing, T), (ids, source) in sorted(routings.items(), key=lambda kv: kv[0][2]):
+        if m != model or routing != "uniform":
+            continue
+        flat = ids.flatten().to(torch.int64)
+        counts = torch.bincount(flat[flat >= 0], minlength=E).to(DEV)
+        M = int(counts.sum())
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        flops = 2.0 * M * N1 * D
+        row = {"bench": "peer", "gpu": ENV.get("gpu"), "torch": torch.__version__, "model": model,
+               "gemm": "wgrad_gate_up", "routing": routing, "T": T, "rows": M,
+               "experts_hit": int((counts > 0).sum()), "routing_source": source, "flops": flops,
+               "peer": "torch._grouped_mm wgrad bf16"}
+        try:
+            # grad^T [N1, M] row-major; X rows gathered, stored [D, M] so that .t() is [M, D] column-major.
+            ga = [torch.randn(N1, M, dtype=torch.bfloat16, device=DEV) for _ in range(sets)]
+            xb = [torch.randn(D, M, dtype=torch.bfloat16, device=DEV) for _ in range(sets)]
+            i = [0]
+
+            def fn():
+                i[0] = (i[0] + 1) % sets
+                return torch._grouped_mm(ga[i[0]], xb[i[0]].t(), offs=offs)
+
+            t, tmin, n = bench(fn, iters)
+            nbytes = E * N1 * D * 2 + M * N1 * 2 + M * D * 2  # bf16 dW written, grad and X read once
+            row.update(us=t * 1e3, min_us=tmin * 1e3, iters=n, bytes=nbytes,
+                       tbps=nbytes / (t * 1e-3) / 1e12, tflops=flops / (t * 1e-3) / 1e12)
+        except Exception as ex:  # noqa: BLE001
+            row["error"] = (type(ex).__name__ + ": " + str(ex))[:400]
+        emit(row)
+        ga = xb = None
+        torch.cuda.empty_cache()
+
+
 def main():
     global OUT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -236,6 +278,8 @@ def main():
     ap.add_argument("--tokens", default="1,8,64,512,4096,16384", help="comma-separated T")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--sets", type=int, default=3, help="activation sets rotated")
+    ap.add_argument("--wgrad", action="store_true", help="also time the gate_up weight gradient peer")
+    ap.add_argument("--wgrad-only", action="store_true", help="time only the weight gradient peer")
     args = ap.parse_args()
     if args.json:
         OUT = open(args.json, "a")
@@ -255,7 +299,10 @@ def main():
     routings = load_routings(args.dump_dir, models, tokens)
     for model in models:
         try:
-            run_model(model, routings, args.iters, args.sets)
+            if not args.wgrad_only:
+                run_model(model, routings, args.iters, args.sets)
+            if args.wgrad or args.wgrad_only:
+                run_wgrad(model, routings, args.iters, args.sets)
         except Exception as ex:  # noqa: BLE001
             emit({"bench": "peer", "model": model, "error": (type(ex).__name__ + ": " + str(ex))[:400]})
         torch.cuda.empty_cache()

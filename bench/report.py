@@ -32,6 +32,7 @@ PEER_OF_MODE = {
     "mxfp8": "torch._scaled_grouped_mm fp8 rowwise",
     "fp8_per_token": "torch._scaled_grouped_mm fp8 rowwise",
 }
+WGRAD_PEER = "torch._grouped_mm wgrad bf16"
 MODE_ORDER = ["w4a16_mxfp4", "bf16", "mxfp8", "fp8_per_token"]
 KIND_ORDER = ["layer", "gate_up", "down", "wgrad_gate_up"]
 MODEL_ORDER = ["gpt-oss-120b", "qwen3-30b-a3b", "deepseek-v3", "mixtral-8x7b"]
@@ -156,6 +157,10 @@ def main():
     L.append("- Peer of a layer row: peer gate_up + peer down (no routing, gather, activation or combine): a lower "
              "bound for a peer layer. The peers read pre-gathered rows; moejit's gate_up gathers X by token; FP8 "
              "moejit GEMMs include their activation quantizer.")
+    L.append("- Peer of wgrad_gate_up (the gate_up weight gradient, grad^T X per expert): torch._grouped_mm's "
+             "2D x 2D form (groups along the routed rows) over grad^T and the gathered X rows, both transposed and "
+             "gathered before timing, writing bf16 dW; moejit gathers X by token and writes fp32 dW (twice the "
+             "bytes).")
     L.append("- TB/s: over the bytes that must move: weights (+ scales + biases) of the experts hit at the mode's "
              "bytes per weight, plus activations (layer: X and out; gate_up: X and H; down: H and Y as bf16). "
              "% BW: of the measured copy bandwidth. % peak: TFLOP/s of the measured dense bf16 matmul rate "
@@ -218,7 +223,7 @@ def main():
                                  MODE_ORDER.index(r["mode"]) if r["mode"] in MODE_ORDER else 9))
         for r in rows:
             mode, kind = r["mode"], r["kind"]
-            peer_name = PEER_OF_MODE.get(mode, "") if kind != "wgrad_gate_up" else ""
+            peer_name = PEER_OF_MODE.get(mode, "") if kind != "wgrad_gate_up" else WGRAD_PEER
             pus, perr = peer_time(model, kind, r.get("routing", "uniform"), r["T"], peer_name) if peer_name else (None, None)
             ratio = pus / r["us"] if pus and r["us"] > 0 else None
             fp8 = mode in ("mxfp8", "fp8_per_token")

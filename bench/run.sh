@@ -52,7 +52,9 @@ stage moejit_bench "${MOEJIT_BENCH_TIMEOUT:-290}" "$BIN/moejit_bench" --json "$O
 stage bench_launch "${LAUNCH_TIMEOUT:-30}" "$BIN/bench_launch" --json "$OUT_DIR/launch.jsonl" --cache-dir "$CACHE"
 grep '^|' "$LOG" > "$OUT_DIR/launch.txt" || true
 # 3. Peers on the same routings + ceilings.
-stage peers "${PEERS_TIMEOUT:-200}" python3 bench/peers.py --dump-dir "$WORK/routing" --json "$OUT_DIR/peers.jsonl"
+PEER_ARGS=""
+case " ${MOEJIT_BENCH_ARGS:---wgrad} " in *" --wgrad"*) PEER_ARGS="--wgrad" ;; esac
+stage peers "${PEERS_TIMEOUT:-200}" python3 bench/peers.py --dump-dir "$WORK/routing" --json "$OUT_DIR/peers.jsonl" $PEER_ARGS
 # 4. Report + chart.
 stage report 40 python3 bench/report.py --data "$OUT_DIR" --out "$OUT_DIR/results.md" --chart "$OUT_DIR/results.png"
 log "done; files: $(ls "$OUT_DIR" | tr '\n' ' ')"

@@ -110,6 +110,22 @@ __device__ __forceinline__ void tma_load_5d(u32 dst, const TensorMap* map, u32 b
       : "memory");
 }
 
+// 3D tiled store of the box at shared memory src to the map's tensor at
+// coordinates (c0 innermost), as one bulk group of the issuing thread; elements
+// outside the tensor are not written. Then commit the group; wait_read<N> returns
+// once at most N of the thread's committed groups still read shared memory, and
+// wait_all<0> once all of them have completed.
+__device__ __forceinline__ void tma_store_3d(const TensorMap* map, u32 src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(map), "r"(c0),
+               "r"(c1), "r"(c2), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
+
 // Arrive on the mbarrier once every cp.async this thread issued so far has
 // landed (without counting an extra arrival: the barrier's count includes it).
 __device__ __forceinline__ void cp_async_mbar_arrive(u32 bar) {

@@ -9,8 +9,12 @@
 // sorted_route[r] = t * top_k + j. For gate_up's weights pass X = the layer input
 // [T, K] with gather = by_token (src(r) = token of r); for down's weights pass
 // X = H [rows, K] with gather = by_row (src(r) = r).
-// fp32 accumulation on bf16 tensor cores (kernels/moe_wgrad_sm90.cuh: wgmma with
-// the routed rows as the reduction dimension, a persistent warp-specialized grid).
+// fp32 accumulation on bf16 tensor cores, the routed rows as the reduction
+// dimension: from 512 routed rows per expert on average (token bucket x top_k /
+// experts) a persistent warp-specialized wgmma kernel (kernels/moe_wgrad_sm90.cuh;
+// grad tiles by TMA, X rows gathered by cp.async), below it an mma.sync kernel
+// (kernels/moe_wgrad_mma_sm90.cuh). The kernel follows from the key alone, so
+// one token bucket always runs the same summation order.
 // Deterministic: each output element is a fixed-order sum over its expert's
 // rows (no floating-point atomics), bit-reproducible run to run and independent
 // of other experts. Experts with no rows get dW[e] = 0 (and db[e] = 0) written.
@@ -35,7 +39,7 @@ struct MoeWgradShape {
 
 struct MoeWgradArgs {
   std::uint32_t num_tokens = 0;      // T (bucketing for the key; rows <= T * top_k)
-  DevicePtr grad = 0;                // bf16 [rows, N], 16-byte aligned
+  DevicePtr grad = 0;                // bf16 [rows, N] (rows <= T * top_k), 16-byte aligned
   std::int64_t grad_row_stride = 0;  // elements, multiple of 8; 0 = N
   DevicePtr x = 0;                   // bf16 [T, K] (by_token) or [rows, K] (by_row), 16-byte aligned
   std::int64_t x_row_stride = 0;     // elements, multiple of 8; 0 = K
@@ -58,7 +62,8 @@ class MoeWgrad {
   const MoeWgradShape& shape() const noexcept { return shape_; }
   // Enqueues the kernel. num_tokens == 0 still writes dW = 0 (and db = 0): every
   // expert has no rows. Throws InvalidArgument (null / misaligned pointer, bad
-  // stride: names the argument), DriverError, SealedMiss.
+  // stride: names the argument), DriverError (also when the driver refuses the
+  // TMA map of grad), SealedMiss.
   void run(const MoeWgradArgs& args, CUstream stream) const;
 
  private:

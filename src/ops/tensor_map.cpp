@@ -79,4 +79,18 @@ CUtensorMap rows_map(std::uint64_t base, std::uint64_t rows, std::uint32_t cols,
   return map;
 }
 
+CUtensorMap expert_output_map(std::uint64_t base, std::uint32_t experts, std::uint32_t n, std::uint32_t k,
+                              std::uint32_t elem_bytes) {
+  const cuuint64_t dims[3] = {k, n, experts};
+  const cuuint64_t strides[2] = {std::uint64_t(k) * elem_bytes, std::uint64_t(k) * elem_bytes * n};
+  const cuuint32_t box[3] = {128 / elem_bytes, 32, 1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  CUtensorMap map;
+  MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(
+      &map, elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+      reinterpret_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return map;
+}
+
 }  // namespace moejit::ops

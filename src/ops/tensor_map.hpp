@@ -42,4 +42,13 @@ CUtensorMap packed_weight_map(std::uint64_t w, std::uint32_t experts, std::uint3
 // cols <= row_stride. Throws DriverError when the driver rejects the map.
 CUtensorMap rows_map(std::uint64_t base, std::uint64_t rows, std::uint32_t cols, std::int64_t row_stride);
 
+// Per-expert output matrices [experts, n, k] of `elem_bytes`-byte elements (4:
+// fp32, 2: bf16), contiguous, as the 3D map the weight-gradient kernel stores dW
+// through (kernels/moe_wgrad_sm90.cuh, "dw_map"): box 128 bytes of k (32 fp32 or
+// 64 bf16) x 32 rows of n, 128-byte swizzle; elements outside the tensor are not
+// written. Preconditions (checked by MoeWgrad::run and the key): base 16-byte
+// aligned, k * elem_bytes % 16 == 0. Throws DriverError when the driver rejects the map.
+CUtensorMap expert_output_map(std::uint64_t base, std::uint32_t experts, std::uint32_t n, std::uint32_t k,
+                              std::uint32_t elem_bytes);
+
 }  // namespace moejit::ops

@@ -28,25 +28,32 @@ constexpr std::uint32_t kMmaThreads = 256, kMmaTile = 128, kMmaSmemBytes = 4 * 2
 // and its epilogue, not hidden, costs more than the mma.sync kernel loses).
 constexpr std::uint64_t kWsMinRowsPerExpert = 512;
 
+// The warp-specialized kernel's epilogue: staged through shared memory and
+// stored by TMA (4 buffers of 32 channels x 64 features in fp32), or stored
+// from the fragments.
+constexpr bool kStagedEpilogue = true;
+constexpr std::uint32_t kEpilogueBytes = kStagedEpilogue ? 4 * 32 * 64 * 4 : 0;
+
 struct WgradConfig {
   bool ws;  // the warp-specialized wgmma kernel, else the mma.sync one
   std::uint32_t bn, stages;
   std::uint32_t smem_bytes() const {
-    return ws ? 1024 + stages * (bn * 128 + kBk * 128) + stages * 16 : kMmaSmemBytes;
+    return ws ? 1024 + stages * (bn * 128 + kBk * 128) + kEpilogueBytes + stages * 16 : kMmaSmemBytes;
   }
 };
 
 // BN: 256 output channels per item where N is a multiple of 256, else 192 where N is
 // one of 192 (gpt-oss-120b: N = 5760 = 30 x 192, 2880 = 15 x 192), else whichever
 // pads N less (256 on a tie: fewer items). Stages: as many as fit next to the
-// 227 KB limit with room for the alignment (BN 256: 4 x 48 KB, 192: 5 x 40 KB).
+// epilogue's buffers (32 KB) under the 227 KB limit with room for the alignment
+// (BN 256: 4 x 48 KB, 192: 4 x 40 KB).
 // Kernel: by the bucket's average rows per expert (token_bucket * top_k / experts).
 WgradConfig choose_wgrad_config(const SpecKey& key) {
   const std::uint32_t n = key.n;
   if (std::uint64_t(key.token_bucket) * key.top_k < kWsMinRowsPerExpert * key.experts) return WgradConfig{false, 128, 4};
   auto pad = [n](std::uint32_t bn) { return (n + bn - 1) / bn * bn - n; };
   const std::uint32_t bn = n % 256 == 0 ? 256 : n % 192 == 0 ? 192 : pad(192) < pad(256) ? 192 : 256;
-  return WgradConfig{true, bn, bn == 256 ? 4u : 5u};
+  return WgradConfig{true, bn, bn == 256 || kStagedEpilogue ? 4u : 5u};
 }
 
 std::string why_not(const SpecKey& key) {
@@ -85,11 +92,12 @@ KernelSource generate_wgrad(const SpecKey& key) {
   const char* out_bf16 = key.out_dtype == DType::bf16 ? "true" : "false";
   if (c.ws) {
     ks.name_expression = "moejit::wg::moe_wgrad_kernel<" + std::to_string(c.bn) + ", " + std::to_string(c.stages) + ", " +
-                         out_bf16 + ">";
+                         out_bf16 + ", " + (kStagedEpilogue ? "true" : "false") + ">";
     ks.launch.block_threads = kThreads;
     ks.config_text = "wgrad ws bn=" + std::to_string(c.bn) + " bk=" + std::to_string(kBk) + " rows=" +
                      std::to_string(kStageRows) + " stages=" + std::to_string(c.stages) + " threads=" +
-                     std::to_string(kThreads) + " persistent";
+                     std::to_string(kThreads) + " persistent" +
+                     (kStagedEpilogue ? " epilogue=tma" : " epilogue=direct");
   } else {
     ks.name_expression = std::string("moejit::wg::moe_wgrad_mma_kernel<") + out_bf16 + ">";
     ks.launch.block_threads = kMmaThreads;
@@ -163,7 +171,8 @@ void MoeWgrad::run(const MoeWgradArgs& a, CUstream stream) const {
     // grad rows: at most T * top_k (at least one, for a valid map when T = 0).
     const std::uint64_t rows = std::max<std::uint64_t>(1, std::uint64_t(a.num_tokens) * s.top_k);
     CUtensorMap grad_map = ops::rows_map(a.grad ? a.grad : a.dw, rows, s.n, gs);
-    void* ws_args[] = {&p, &grad_map};
+    CUtensorMap dw_map = ops::expert_output_map(a.dw, s.experts, s.n, s.k, s.out_dtype == DType::bf16 ? 2 : 4);
+    void* ws_args[] = {&p, &grad_map, &dw_map};
     MOEJIT_CU_CHECK(driver::cuda().cuLaunchKernel(k.function, grid, 1, 1, k.launch.block_threads, 1, 1,
                                                   k.launch.dynamic_smem_bytes, stream, ws_args, nullptr));
   } else {
