@@ -168,7 +168,10 @@ def main():
     L.append("")
 
     errors = [r for r in mrows if r.get("error")] + [r for r in prows if r.get("error")]
-    timed = [r for r in mrows if "us" in r and r.get("kind") in KIND_ORDER]
+    # The weight-gradient rows have their own section when its run is kept (docs/results-data/wgrad/).
+    wgrad_apart = os.path.exists(os.path.join(args.data, "wgrad", "moejit.jsonl"))
+    timed = [r for r in mrows if "us" in r and r.get("kind") in KIND_ORDER
+             and not (wgrad_apart and r["kind"] == "wgrad_gate_up")]
 
     # Headline: the gpt-oss-120b layer in its native W4A16 MXFP4 format, uniform routing.
     head = sorted((r for r in timed if r["model"] == "gpt-oss-120b" and r["kind"] == "layer"
@@ -183,7 +186,9 @@ def main():
                  "the [prefill section](#prefill-layers-at-t--4096-and-16384) is a separate run at T = 4096 and 16384 "
                  "that measured the TMA warp-specialized kernel's present epilogue and FP8 promotion (docs/kernels.md), "
                  "and the [triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
-                 "separate call (moejit-run beside OpenAI's triton_kernels).")
+                 "separate call (moejit-run beside OpenAI's triton_kernels)" +
+                 (", as is the [weight gradient](#weight-gradient), whose rows the per-model tables leave out."
+                  if wgrad_apart else "."))
         L.append("")
         L.append("| T | moejit us | floor us | TB/s | TFLOP/s | peer: MXFP4 dequant + _grouped_mm (gu+down) us |")
         L.append("|---|---|---|---|---|---|")
@@ -275,6 +280,7 @@ def main():
         L.append("")
 
     L.extend(prefill_section(os.path.join(args.data, "prefill")))
+    L.extend(wgrad_section(os.path.join(args.data, "wgrad")))
     L.extend(grouped_gemm_section(os.path.join(args.data, "grouped-gemm", "grouped.jsonl")))
     L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
     L.extend(serving_section(os.path.join(args.data, "serving")))
@@ -373,6 +379,47 @@ def prefill_section(folder):
         L.append(f"| {mode} | {model} | {T} | {fmt(lay['us']) if lay else '-'} | {fmt(pl)} | {ratio(pl, lay)} | "
                  f"{fmt(gu['us']) if gu else '-'} ({ratio(pg, gu)}) | {fmt(dn['us']) if dn else '-'} ({ratio(pd, dn)}) | "
                  f"{fmt(lay['tflops']) if lay else '-'} | {fmt(100 * lay['tflops'] / peak, 0) if lay else '-'} |")
+    L.append("")
+    return L
+
+
+def wgrad_section(folder):
+    """The gate_up weight gradient (moejit_bench --wgrad-only) beside torch._grouped_mm's
+    2D x 2D form (bench/peers.py --wgrad-only) in one GPU call: its moejit.jsonl and peers.jsonl."""
+    m_path, p_path = os.path.join(folder, "moejit.jsonl"), os.path.join(folder, "peers.jsonl")
+    if not (os.path.exists(m_path) and os.path.exists(p_path)):
+        return []
+    mrows, prows = read_jsonl(m_path), read_jsonl(p_path)
+    env = next((r for r in mrows if r.get("kind") == "env"), {})
+    ceil = next((r for r in prows if r.get("kind") == "ceiling"), {})
+    ceilings = {k: float(ceil[k]) if isinstance(ceil.get(k), (int, float)) else v for k, v in FALLBACK.items()}
+    peer = {(r["model"], r["T"]): r for r in prows if r.get("gemm") == "wgrad_gate_up" and "us" in r}
+    rows = sorted((r for r in mrows if r.get("kind") == "wgrad_gate_up" and "us" in r),
+                  key=lambda r: (MODEL_ORDER.index(r["model"]) if r["model"] in MODEL_ORDER else 9, r["T"]))
+    if not rows:
+        return []
+    L = ["## Weight gradient", ""]
+    L.append("The gate_up weight gradient `dW[e] = grad_e^T X_e` (`moejit/moe_wgrad.hpp`; grad bf16 [T * top_k, 2I], "
+             "X bf16 [T, D] gathered by token, fp32 dW [E, 2I, D]), in one GPU call"
+             + (f" ({env['date']})" if env.get("date") else "") + ": `moejit_bench --wgrad-only --tokens "
+             "256,1024,4096,16384` and `python3 bench/peers.py --wgrad-only --tokens 1024,4096,16384` (JSON lines in "
+             "docs/results-data/wgrad/). The time includes no routing. Peer: torch._grouped_mm's 2D x 2D form "
+             "(groups along the routed rows) over grad^T and the gathered X rows, transposed and gathered before "
+             "timing, writing bf16 dW (half of moejit's fp32 bytes). The kernel: the warp-specialized wgmma kernel "
+             "from 512 routed rows per expert on average, the mma.sync kernel below (docs/kernels.md, \"Weight "
+             f"gradient\"). bf16 matmul ceiling of this run: {ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s; "
+             "ratio = peer us / moejit us (> 1: moejit faster).")
+    L.append("")
+    L.append("| model | T | rows per expert | moejit us | TFLOP/s | % peak | peer us | peer TFLOP/s | ratio |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    experts = {"gpt-oss-120b": 128, "qwen3-30b-a3b": 128, "deepseek-v3": 256, "mixtral-8x7b": 8}
+    topk = {"gpt-oss-120b": 4, "qwen3-30b-a3b": 8, "deepseek-v3": 8, "mixtral-8x7b": 2}
+    for r in rows:
+        p = peer.get((r["model"], r["T"]))
+        per = r["T"] * topk.get(r["model"], 1) / experts.get(r["model"], 1)
+        L.append(f"| {r['model']} | {r['T']} | {fmt(per, 0)} | {fmt(r['us'])} | {fmt(r['tflops'])} | "
+                 f"{fmt(100 * r['tflops'] / ceilings['bf16_mm_TFLOPs'], 0)} | {fmt(p['us']) if p else '-'} | "
+                 f"{fmt(p['tflops']) if p else '-'} | {fmt(p['us'] / r['us'], 2) if p else '-'} |")
     L.append("")
     return L
 

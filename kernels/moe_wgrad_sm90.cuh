@@ -92,6 +92,13 @@ struct WgradLayout {
   static constexpr int kStageBytes = kGBytes + kXBytes;
 };
 
+// Named barrier of consumer warpgroup w (ids 1 and 2, 128 threads; immediate ids
+// so that ptxas reserves only those).
+__device__ __forceinline__ void wg_bar_sync(int w) {
+  if (w == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+}
+
 // Work item `item` -> expert, channel block, feature block and the expert's rows.
 struct WgradItem {
   int expert, nt, kt, begin, end, steps;  // steps: stages of kWgRows rows
@@ -199,7 +206,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         cp_async_mbar_arrive(full);
       }
     }
-    cp_async_wait_n<0>();
+    asm volatile("cp.async.wait_all;\n" ::: "memory");  // no commit groups here: wait for every copy
     return;
   }
 
@@ -225,6 +232,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     for (int s = 0; s < steps; ++s, ++it) {
       const int slot = it % STAGES;
       mbar_wait(full_bar + 8 * slot, (it / STAGES) & 1);
+      ws_fence_proxy_async();  // the cp.async (generic proxy) writes, before wgmma reads them
       const u32 sg = ring + slot * L::kStageBytes, sx = sg + L::kGBytes + wgi * kWgRegion;
       ws_wgmma_fence();
 #pragma unroll
@@ -266,7 +274,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       for (int ps = 0; ps < BN / kWgEpiChannels; ++ps) {
         const u32 buf = epi + (2 * wgi + (ps & 1)) * kWgEpiBytes;
         if (issuer) bulk_wait_read<1>();
-        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wgi) : "memory");
+        wg_bar_sync(wgi);
 #pragma unroll
         for (int ii = 0; ii < kWgEpiChannels / 8; ++ii) {
           const int i = ps * (kWgEpiChannels / 8) + ii;
@@ -286,7 +294,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
             }
         }
         ws_fence_proxy_async();  // the generic writes, visible to the TMA store
-        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wgi) : "memory");
+        wg_bar_sync(wgi);
         if (issuer) {
           const int c1 = n0 + ps * kWgEpiChannels;
           tma_store_3d(&dw_map, buf, k0, c1, e);

@@ -25,6 +25,7 @@ struct WgradCase {
   Routing how;
   WgradGather gather;
   DType out = DType::f32;
+  std::uint32_t grad_pad = 0;  // grad_row_stride = N + grad_pad; the pad columns hold NaN
 };
 
 void run_case(const char* name, const WgradCase& c) {
@@ -35,8 +36,11 @@ void run_case(const char* name, const WgradCase& c) {
   // 64 rows of NaN after the last routed row of grad (and of X by row): a
   // stage that read past its expert's rows would turn them into NaN outputs.
   constexpr std::uint64_t kPoisonRows = 64;
-  auto grad = ref::random_bf16((R + kPoisonRows) * c.N, rng, 1.0);
-  for (std::size_t i = R * c.N; i < grad.size(); ++i) grad[i] = 0x7FC0;
+  const std::uint64_t gs = c.N + c.grad_pad;
+  auto grad = ref::random_bf16((R + kPoisonRows) * gs, rng, 1.0);
+  for (std::size_t i = R * gs; i < grad.size(); ++i) grad[i] = 0x7FC0;
+  for (std::uint64_t r = 0; r < R; ++r)
+    for (std::uint64_t n = c.N; n < gs; ++n) grad[r * gs + n] = 0x7FC0;
   const std::uint64_t x_rows = c.gather == WgradGather::by_token ? c.T : R;
   auto x = ref::random_bf16((x_rows + kPoisonRows) * c.K, rng, 1.0);
   for (std::size_t i = x_rows * c.K; i < x.size(); ++i) x[i] = 0x7FC0;
@@ -56,6 +60,7 @@ void run_case(const char* name, const WgradCase& c) {
   MoeWgradArgs a;
   a.num_tokens = c.T;
   a.grad = dgrad.get();
+  a.grad_row_stride = static_cast<std::int64_t>(gs);
   a.x = dx.get();
   a.gather = c.gather;
   a.expert_offsets = doffs.get();
@@ -90,7 +95,7 @@ void run_case(const char* name, const WgradCase& c) {
         const std::uint64_t src = c.gather == WgradGather::by_token ? hr.routing.row_token[r] : r;
         for (std::uint32_t k = 0; k < c.K; ++k) xr[k] = bf16_to_float(x[src * c.K + k]);
         for (std::uint32_t n = 0; n < c.N; ++n) {
-          const double gv = bf16_to_float(grad[r * c.N + n]);
+          const double gv = bf16_to_float(grad[r * gs + n]);
           ref_db[e * c.N + n] += gv;
           double* o = &ref_dw[(e * c.N + n) * c.K];
           for (std::uint32_t k = 0; k < c.K; ++k) o[k] += gv * xr[k];
@@ -147,8 +152,10 @@ TEST_CASE("gpu: wgrad warp-specialized kernel (512 routed rows per expert and mo
   // tail of 64 features), 4 experts, about 500 rows each: every expert ends in a
   // partial stage, whose grad rows come by cp.async, the others by TMA.
   run_case("gpt-oss down, ws (E=4)", {1000, 2, 4, 2880, 2880, Routing::uniform, WgradGather::by_row});
-  // 256 channels per item, gathered by token, bf16 dW.
-  run_case("N=512 K=384 ws bf16", {3000, 4, 16, 512, 384, Routing::uniform, WgradGather::by_token, DType::bf16});
+  // 256 channels per item, gathered by token, bf16 dW, grad rows strided past N (NaN between).
+  run_case("N=512 K=384 ws bf16 strided", {3000, 4, 16, 512, 384, Routing::uniform, WgradGather::by_token, DType::bf16, 24});
+  // 192 channels per item with bf16 dW (N = 576 = 3 x 192, K = 136: a feature tail of 8).
+  run_case("N=576 K=136 ws bf16", {2000, 2, 4, 576, 136, Routing::with_drops, WgradGather::by_row, DType::bf16});
   // Channel and feature tails (N = 264: 192 + 72, K = 200: 128 + 72) with dropped routes.
   run_case("tails N=264 K=200 ws", {4096, 2, 8, 264, 200, Routing::with_drops, WgradGather::by_token});
 }
