@@ -13,7 +13,8 @@ For every routing file that moejit_bench --dump-dir wrote
 and, with --wgrad, the gate_up weight gradient (dW[e] = grad_e^T X_e over the
 expert's routed rows, N = 2I, K = D):
   * torch._grouped_mm in its 2D x 2D form (groups along the reduction
-    dimension, offs = the experts' row offsets): grad^T [N, rows] stored
+    dimension, offs = the experts' row offsets, each expert padded to a
+    multiple of 8 rows as that form requires): grad^T [N, rows] stored
     row-major and the gathered X rows as a column-major [rows, K] view, both
     transposed and gathered before timing; bf16 dW [E, N, K]
 The rows of A are the routed rows, already gathered and sorted by expert
@@ -242,16 +243,20 @@ def run_wgrad(model, routings, iters, sets):
         flat = ids.flatten().to(torch.int64)
         counts = torch.bincount(flat[flat >= 0], minlength=E).to(DEV)
         M = int(counts.sum())
-        offs = torch.cumsum(counts, 0).to(torch.int32)
         flops = 2.0 * M * N1 * D
+        # Why padded: the 2D x 2D form needs each group's extent along the reduction
+        # to be a multiple of 16 bytes, so a torch user pads each expert to 8 rows.
+        padded = (counts + 7) // 8 * 8
+        Mp = int(padded.sum())
+        offs = torch.cumsum(padded, 0).to(torch.int32)
         row = {"bench": "peer", "gpu": ENV.get("gpu"), "torch": torch.__version__, "model": model,
-               "gemm": "wgrad_gate_up", "routing": routing, "T": T, "rows": M,
+               "gemm": "wgrad_gate_up", "routing": routing, "T": T, "rows": M, "padded_rows": Mp,
                "experts_hit": int((counts > 0).sum()), "routing_source": source, "flops": flops,
                "peer": "torch._grouped_mm wgrad bf16"}
         try:
             # grad^T [N1, M] row-major; X rows gathered, stored [D, M] so that .t() is [M, D] column-major.
-            ga = [torch.randn(N1, M, dtype=torch.bfloat16, device=DEV) for _ in range(sets)]
-            xb = [torch.randn(D, M, dtype=torch.bfloat16, device=DEV) for _ in range(sets)]
+            ga = [torch.randn(N1, Mp, dtype=torch.bfloat16, device=DEV) for _ in range(sets)]
+            xb = [torch.randn(D, Mp, dtype=torch.bfloat16, device=DEV) for _ in range(sets)]
             i = [0]
 
             def fn():
