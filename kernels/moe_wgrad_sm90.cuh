@@ -34,16 +34,12 @@
 //     without zeroing its accumulators. db (feature block 0 only): consumer
 //     thread c sums channel c over each stage's 64 rows from shared memory
 //     while the stage's wgmma run.
-//     Epilogue (STAGED): in passes of 32 channels, the warpgroup writes its
-//     fragments into a 128-byte-swizzled staging box in shared memory (two
-//     per warpgroup, alternating) and its thread 0 stores the box to dW by
-//     TMA (dw_map), which clips channels past N and features past K; the
-//     warpgroup goes on to the next item without waiting for the writes.
-//     Otherwise the fragments are stored directly: lanes g and g ^ 1 swap one
-//     channel's values (shfl.xor 4) so that each thread stores two
-//     consecutive features of one channel (8-byte fp32 or 4-byte bf16 stores,
-//     32 contiguous bytes per channel and warp instruction). Either way the
-//     producer already fills the next item's stages.
+//     Epilogue: in passes of 32 channels, the warpgroup writes its fragments
+//     into a 128-byte-swizzled staging box in shared memory (two per
+//     warpgroup, alternating) and its thread 0 stores the box to dW by TMA
+//     (dw_map), which clips channels past N and features past K; the
+//     warpgroup goes on to the next item without waiting for the writes,
+//     while the producer already fills that item's stages.
 // Shared-memory tiles: 128-byte rows of 64 bf16 (channels or features), one
 // 8 KB region per 64 of them, 16-byte chunks XOR-swizzled by (row & 7): the
 // 128-byte swizzle that TMA writes and the M-/N-major descriptors
@@ -58,14 +54,13 @@
 // ---- Tunable parameters (template arguments; src/ops/wgrad.cpp) -------------
 //   BN     : output channels per item, 192 or 256 (accumulators: BN / 2 per consumer thread)
 //   STAGES : ring depth (>= 2)
-//   STAGED : the epilogue through shared memory and TMA stores, else direct stores
 // Shared memory (bytes): 1024 (alignment) + STAGES * (BN * 128 + 16384)
-// + (STAGED ? 4 * 8192 : 0) + STAGES * 16 (mbarriers).
+// + 4 * 8192 (epilogue staging) + STAGES * 16 (mbarriers).
 // Requirements: N % 8 == 0, K % 8 == 0, row strides multiples of 8 elements,
 // grad / X / dW 16-byte aligned; grad_map: grad as a 2D bf16 map {N, rows},
-// box {64, 64}, 128-byte swizzle (src/ops/tensor_map.cpp, rows_map); dw_map
-// (STAGED): dW as a 3D map {K, N, E}, box {128 bytes of K, 32, 1}, 128-byte
-// swizzle (expert_output_map).
+// box {64, 64}, 128-byte swizzle (src/ops/tensor_map.cpp, rows_map); dw_map:
+// dW as a 3D map {K, N, E}, box {128 bytes of K, 32, 1}, 128-byte swizzle
+// (expert_output_map).
 
 namespace moejit {
 namespace wg {
@@ -115,7 +110,7 @@ __device__ __forceinline__ WgradItem wgrad_item(const WgradParams& p, int item, 
   return w;
 }
 
-template <int BN, int STAGES, bool OUT_BF16, bool STAGED>
+template <int BN, int STAGES, bool OUT_BF16>
 __global__ void __launch_bounds__(kWgThreads, 1)
     moe_wgrad_kernel(const WgradParams p, const __grid_constant__ TensorMap grad_map,
                      const __grid_constant__ TensorMap dw_map) {
@@ -125,13 +120,13 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   extern __shared__ __align__(128) u8 smem_raw[];
   const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   const u32 ring = base;                                     // STAGES stages, 1024-byte aligned
-  const u32 epi = ring + STAGES * L::kStageBytes;            // 2 x 2 staging buffers (STAGED)
-  const u32 full_bar = epi + (STAGED ? 4 * kWgEpiBytes : 0); // STAGES mbarriers: stage landed
+  const u32 epi = ring + STAGES * L::kStageBytes;            // 2 x 2 epilogue staging buffers
+  const u32 full_bar = epi + 4 * kWgEpiBytes;                // STAGES mbarriers: stage landed
   const u32 empty_bar = full_bar + STAGES * 8;               // STAGES mbarriers: slot free
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
     tma_prefetch(&grad_map);
-    if (STAGED) tma_prefetch(&dw_map);
+    tma_prefetch(&dw_map);
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, 128);  // every producer thread
       mbar_init(empty_bar + 8 * s, 8);   // every consumer warp
@@ -262,84 +257,48 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 
     // Epilogue. Fragment block i holds features f = wr16 + g (+ 8) and channels
     // 8 i + 2 q (+ 1): acc[4 i + 2 h + c] is feature f + 8 h, channel 8 i + 2 q + c.
-    if constexpr (STAGED) {
-      // Per pass of 32 channels: the warpgroup's thread 0 waits until the
-      // buffer's store from two passes ago has read it; every thread writes its
-      // values into the staging box (row = channel, 128 bytes, 16-byte chunks
-      // XOR (channel & 7): free of bank conflicts for the fragment's lanes);
-      // then thread 0 stores the box by TMA (dw_map clips channels past N and
-      // features past K) and goes on without waiting for the writes.
-      const bool issuer = (tid & 127) == 0;
+    // Per pass of 32 channels: the warpgroup's thread 0 waits until the
+    // buffer's store from two passes ago has read it; every thread writes its
+    // values into the staging box (row = channel, 128 bytes, 16-byte chunks
+    // XOR (channel & 7): free of bank conflicts for the fragment's lanes);
+    // then thread 0 stores the box by TMA (dw_map clips channels past N and
+    // features past K) and goes on without waiting for the writes.
+    const bool issuer = (tid & 127) == 0;
 #pragma unroll
-      for (int ps = 0; ps < BN / kWgEpiChannels; ++ps) {
-        const u32 buf = epi + (2 * wgi + (ps & 1)) * kWgEpiBytes;
-        if (issuer) bulk_wait_read<1>();
-        wg_bar_sync(wgi);
+    for (int ps = 0; ps < BN / kWgEpiChannels; ++ps) {
+      const u32 buf = epi + (2 * wgi + (ps & 1)) * kWgEpiBytes;
+      if (issuer) bulk_wait_read<1>();
+      wg_bar_sync(wgi);
 #pragma unroll
-        for (int ii = 0; ii < kWgEpiChannels / 8; ++ii) {
-          const int i = ps * (kWgEpiChannels / 8) + ii;
+      for (int ii = 0; ii < kWgEpiChannels / 8; ++ii) {
+        const int i = ps * (kWgEpiChannels / 8) + ii;
 #pragma unroll
-          for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-            for (int cc = 0; cc < 2; ++cc) {
-              const float v = steps ? acc[4 * i + 2 * h + cc] : 0.f;
-              const int f = wr16 + g + 8 * h, c = 8 * ii + 2 * q + cc;
-              if (OUT_BF16) {
-                const u32 a = buf + c * 128 + (((f >> 3) ^ (c & 7)) << 4) + (f & 7) * 2;
-                asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(a), "h"(f32_to_bf16_bits(v)) : "memory");
-              } else {
-                const int fl = f & 31;
-                sts32(buf + (f >> 5) * 4096 + c * 128 + (((fl >> 2) ^ (c & 7)) << 4) + (fl & 3) * 4, __float_as_uint(v));
-              }
+          for (int cc = 0; cc < 2; ++cc) {
+            const float v = steps ? acc[4 * i + 2 * h + cc] : 0.f;
+            const int f = wr16 + g + 8 * h, c = 8 * ii + 2 * q + cc;
+            if (OUT_BF16) {
+              const u32 a = buf + c * 128 + (((f >> 3) ^ (c & 7)) << 4) + (f & 7) * 2;
+              asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(a), "h"(f32_to_bf16_bits(v)) : "memory");
+            } else {
+              const int fl = f & 31;
+              sts32(buf + (f >> 5) * 4096 + c * 128 + (((fl >> 2) ^ (c & 7)) << 4) + (fl & 3) * 4, __float_as_uint(v));
             }
-        }
-        ws_fence_proxy_async();  // the generic writes, visible to the TMA store
-        wg_bar_sync(wgi);
-        if (issuer) {
-          const int c1 = n0 + ps * kWgEpiChannels;
-          tma_store_3d(&dw_map, buf, k0, c1, e);
-          if (!OUT_BF16) tma_store_3d(&dw_map, buf + 4096, k0 + 32, c1, e);
-          bulk_commit();
-        }
-      }
-    } else {
-      // Lanes g and g ^ 1 (lane ^ 4) swap: the even-g lane keeps channel c = 0 and
-      // takes its partner's, the odd-g lane keeps c = 1; each then holds features
-      // (g & ~1, g | 1) (+ 8) of one channel.
-      const bool odd = g & 1;
-      const int f = k0 + wr16 + (g & ~1);
-#pragma unroll
-      for (int i = 0; i < BN / 8; ++i) {
-        const int n = n0 + 8 * i + 2 * q + (odd ? 1 : 0);
-        float v[4];  // features f, f + 1, f + 8, f + 9 of channel n
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float c0 = steps ? acc[4 * i + 2 * h] : 0.f, c1 = steps ? acc[4 * i + 2 * h + 1] : 0.f;
-          const float keep = odd ? c1 : c0, give = odd ? c0 : c1;  // selects: acc stays in registers
-          const float got = __shfl_xor_sync(0xffffffffu, give, 4);
-          v[2 * h] = odd ? got : keep;
-          v[2 * h + 1] = odd ? keep : got;
-        }
-        if (n >= N) continue;
-        const i64 row_at = ((i64)e * N + n) * K;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int k = f + 8 * h;
-          if (k >= K) continue;
-          if (OUT_BF16) {
-            *(u32*)((u16*)p.dw + row_at + k) = pack_bf16x2(v[2 * h], v[2 * h + 1]);
-          } else {
-            float2 o;
-            o.x = v[2 * h];
-            o.y = v[2 * h + 1];
-            *(float2*)((float*)p.dw + row_at + k) = o;
           }
-        }
+      }
+      ws_fence_proxy_async();  // the generic writes, visible to the TMA store
+      wg_bar_sync(wgi);
+      if (issuer) {
+        const int c1 = n0 + ps * kWgEpiChannels;
+        tma_store_3d(&dw_map, buf, k0, c1, e);
+        if (!OUT_BF16) tma_store_3d(&dw_map, buf + 4096, k0 + 32, c1, e);
+        bulk_commit();
       }
     }
   }
   // A CTA leaves only once its TMA stores have read its shared memory.
-  if (STAGED && (tid & 127) == 0) bulk_wait_all<0>();
+  if ((tid & 127) == 0) bulk_wait_all<0>();
 }
 
 }  // namespace wg

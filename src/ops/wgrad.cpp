@@ -28,11 +28,9 @@ constexpr std::uint32_t kMmaThreads = 256, kMmaTile = 128, kMmaSmemBytes = 4 * 2
 // and its epilogue, not hidden, costs more than the mma.sync kernel loses).
 constexpr std::uint64_t kWsMinRowsPerExpert = 512;
 
-// The warp-specialized kernel's epilogue: staged through shared memory and
-// stored by TMA (4 buffers of 32 channels x 64 features in fp32), or stored
-// from the fragments.
-constexpr bool kStagedEpilogue = true;
-constexpr std::uint32_t kEpilogueBytes = kStagedEpilogue ? 4 * 32 * 64 * 4 : 0;
+// The warp-specialized kernel's epilogue staging: 4 buffers of 32 channels x 64
+// features in fp32, stored by TMA.
+constexpr std::uint32_t kEpilogueBytes = 4 * 32 * 64 * 4;
 
 struct WgradConfig {
   bool ws;  // the warp-specialized wgmma kernel, else the mma.sync one
@@ -53,7 +51,7 @@ WgradConfig choose_wgrad_config(const SpecKey& key) {
   if (std::uint64_t(key.token_bucket) * key.top_k < kWsMinRowsPerExpert * key.experts) return WgradConfig{false, 128, 4};
   auto pad = [n](std::uint32_t bn) { return (n + bn - 1) / bn * bn - n; };
   const std::uint32_t bn = n % 256 == 0 ? 256 : n % 192 == 0 ? 192 : pad(192) < pad(256) ? 192 : 256;
-  return WgradConfig{true, bn, bn == 256 || kStagedEpilogue ? 4u : 5u};
+  return WgradConfig{true, bn, 4u};
 }
 
 std::string why_not(const SpecKey& key) {
@@ -92,12 +90,11 @@ KernelSource generate_wgrad(const SpecKey& key) {
   const char* out_bf16 = key.out_dtype == DType::bf16 ? "true" : "false";
   if (c.ws) {
     ks.name_expression = "moejit::wg::moe_wgrad_kernel<" + std::to_string(c.bn) + ", " + std::to_string(c.stages) + ", " +
-                         out_bf16 + ", " + (kStagedEpilogue ? "true" : "false") + ">";
+                         out_bf16 + ">";
     ks.launch.block_threads = kThreads;
     ks.config_text = "wgrad ws bn=" + std::to_string(c.bn) + " bk=" + std::to_string(kBk) + " rows=" +
                      std::to_string(kStageRows) + " stages=" + std::to_string(c.stages) + " threads=" +
-                     std::to_string(kThreads) + " persistent" +
-                     (kStagedEpilogue ? " epilogue=tma" : " epilogue=direct");
+                     std::to_string(kThreads) + " persistent epilogue=tma";
   } else {
     ks.name_expression = std::string("moejit::wg::moe_wgrad_mma_kernel<") + out_bf16 + ">";
     ks.launch.block_threads = kMmaThreads;
