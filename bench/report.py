@@ -407,7 +407,7 @@ def wgrad_section(folder):
              "(groups along the routed rows, each expert padded to a multiple of 8 rows as that form requires) over "
              "grad^T and the gathered X rows, transposed and gathered before "
              "timing, writing bf16 dW (half of moejit's fp32 bytes). The kernel: the warp-specialized wgmma kernel "
-             "from 512 routed rows per expert on average, the mma.sync kernel below (docs/kernels.md, \"Weight "
+             "from 64 routed rows per expert on average, the mma.sync kernel below (docs/kernels.md, \"Weight "
              f"gradient\"). bf16 matmul ceiling of this run: {ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s; "
              "ratio = peer us / moejit us (> 1: moejit faster).")
     L.append("")

@@ -10,7 +10,7 @@
 // [T, K] with gather = by_token (src(r) = token of r); for down's weights pass
 // X = H [rows, K] with gather = by_row (src(r) = r).
 // fp32 accumulation on bf16 tensor cores, the routed rows as the reduction
-// dimension: from 512 routed rows per expert on average (token bucket x top_k /
+// dimension: from 64 routed rows per expert on average (token bucket x top_k /
 // experts) a persistent warp-specialized wgmma kernel (kernels/moe_wgrad_sm90.cuh;
 // grad tiles by TMA, X rows gathered by cp.async), below it an mma.sync kernel
 // (kernels/moe_wgrad_mma_sm90.cuh). The kernel follows from the key alone, so

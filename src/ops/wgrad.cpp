@@ -23,10 +23,11 @@ constexpr std::uint32_t kPersistentCtas = 132;  // one per SM of an H200; only t
 // The mma.sync kernel for few rows per expert (kernels/moe_wgrad_mma_sm90.cuh):
 // 256 threads, 128 x 128 tiles, grid (K tiles, N tiles, E), 4 cp.async stages of 32 rows.
 constexpr std::uint32_t kMmaThreads = 256, kMmaTile = 128, kMmaSmemBytes = 4 * 2 * 32 * 128 * 2;
-// Average routed rows per expert from which the warp-specialized kernel runs
-// (docs/kernels.md, "Weight gradient": below it an item is one or two stages
-// and its epilogue, not hidden, costs more than the mma.sync kernel loses).
-constexpr std::uint64_t kWsMinRowsPerExpert = 512;
+// Average routed rows per expert from which the warp-specialized kernel runs:
+// from 64 rows (one stage per item) it was 1.1-2.0x the mma.sync kernel on
+// gpt-oss-120b, Qwen3-30B-A3B and Mixtral-8x7B (docs/kernels.md, "Weight
+// gradient"); below it both are bound by writing dW, and the mma.sync kernel stays.
+constexpr std::uint64_t kWsMinRowsPerExpert = 64;
 
 // The warp-specialized kernel's epilogue staging: 4 buffers of 32 channels x 64
 // features in fp32, stored by TMA.

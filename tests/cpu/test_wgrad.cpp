@@ -45,7 +45,7 @@ TEST_CASE("wgrad: both output dtypes and both channel blocks compile with NVRTC 
     WARN("skipped: libnvrtc not found");
     return;
   }
-  // 512 routed rows per expert and more (bucket 16384 x top_k 8 / 256 experts) take the
+  // 64 routed rows per expert and more (bucket 16384 x top_k 8 / 256 experts: 512) take the
   // warp-specialized kernel: N = 4096 (DeepSeek-V3 down's weights) with 256 output channels
   // per item, N = 5760 (gpt-oss-120b gate_up) with 192; fewer rows (bucket 64) the mma.sync kernel.
   struct Case {
