@@ -74,6 +74,7 @@ struct Config {
   std::vector<std::string> modes{"w4a16_mxfp4", "bf16", "mxfp8", "fp8_per_token"};
   int iters = 50;
   bool wgrad = false;
+  DType wgrad_dw = DType::f32;  // dW dtype of the weight-gradient rows
   bool skew_all = false;
   std::string dump_dir;
   std::string gpu;
@@ -234,13 +235,14 @@ void bench_wgrad(Runtime& rt, const Config& cfg, const std::string& model) {
   const MoeLayerShape s = model_shape(model, QuantMode::bf16);
   const std::uint32_t N1 = gate_up_columns(s);
   MoeLayer layer(rt, s, QuantMode::bf16);
-  MoeWgradShape wsh{s.experts, s.top_k, N1, s.hidden, DType::f32};
+  MoeWgradShape wsh{s.experts, s.top_k, N1, s.hidden, cfg.wgrad_dw};
+  const double dw_bytes = cfg.wgrad_dw == DType::bf16 ? 2 : 4;
   MoeWgrad op(rt, wsh);
   std::vector<SpecKey> keys;
   for (std::uint32_t T : cfg.tokens) keys.push_back(moe_wgrad_key(wsh, round_up_tokens(T)));
   const std::string cerr = precompile(rt, keys);
   if (!cerr.empty()) emit(json{{"bench", "moejit"}, {"kind", "compile"}, {"model", model}, {"mode", "wgrad"}, {"error", cerr}});
-  driver::DeviceBuffer dwb(std::size_t(s.experts) * N1 * s.hidden * 4);
+  driver::DeviceBuffer dwb(std::size_t(s.experts) * N1 * s.hidden * std::size_t(dw_bytes));
   EventTimer timer;
   for (std::uint32_t T : cfg.tokens) {
     try {
@@ -272,8 +274,9 @@ void bench_wgrad(Runtime& rt, const Config& cfg, const std::string& model) {
           cfg.iters);
       json row = base_row(cfg, model, "bf16", "uniform", T, "wgrad_gate_up");
       row["experts_hit"] = experts_hit(in[0].host_ids);
-      // dW of every expert written in fp32, grad and X read once.
-      add_timing(row, t, double(s.experts) * N1 * s.hidden * 4 + R * N1 * 2 + double(T) * s.hidden * 2,
+      row["dw_dtype"] = std::string(to_string(cfg.wgrad_dw));
+      // dW of every expert written, grad and X read once.
+      add_timing(row, t, double(s.experts) * N1 * s.hidden * dw_bytes + R * N1 * 2 + double(T) * s.hidden * 2,
                  2 * R * N1 * s.hidden);
       emit(row);
     } catch (const std::exception& e) {
@@ -297,6 +300,8 @@ int main(int argc, char** argv) {
   app.add_flag("--wgrad", cfg.wgrad, "also time the gate_up weight gradient (bf16, fp32 dW)");
   bool wgrad_only = false;
   app.add_flag("--wgrad-only", wgrad_only, "time only the gate_up weight gradient (no layers)");
+  std::string wgrad_dw = "f32";
+  app.add_option("--wgrad-dw", wgrad_dw, "dW dtype of the weight gradient: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
   app.add_flag("--skew-all", cfg.skew_all, "skewed routing for every model (default: gpt-oss-120b only)");
   app.add_option("--json", json_path, "also append the JSON lines to this file");
   app.add_option("--dump-dir", cfg.dump_dir, "write routings (int32 [T, top_k]) here for bench/peers.py");
@@ -308,6 +313,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  cfg.wgrad_dw = wgrad_dw == "bf16" ? DType::bf16 : DType::f32;
   if (wgrad_only) {
     cfg.wgrad = true;
     cfg.modes.clear();
@@ -331,7 +337,7 @@ int main(int argc, char** argv) {
             const auto k = moe_layer_keys(s, q, wscale_of(q), round_up_tokens(T), Target{});
             keys.insert(keys.end(), k.begin(), k.end());
             if (cfg.wgrad)
-              keys.push_back(moe_wgrad_key({s.experts, s.top_k, gate_up_columns(s), s.hidden, DType::f32},
+              keys.push_back(moe_wgrad_key({s.experts, s.top_k, gate_up_columns(s), s.hidden, cfg.wgrad_dw},
                                            round_up_tokens(T)));
           }
           for (const auto& k : keys) {

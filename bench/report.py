@@ -394,15 +394,18 @@ def wgrad_section(folder):
     ceil = next((r for r in prows if r.get("kind") == "ceiling"), {})
     ceilings = {k: float(ceil[k]) if isinstance(ceil.get(k), (int, float)) else v for k, v in FALLBACK.items()}
     peer = {(r["model"], r["T"]): r for r in prows if r.get("gemm") == "wgrad_gate_up" and "us" in r}
-    rows = sorted((r for r in mrows if r.get("kind") == "wgrad_gate_up" and "us" in r),
+    timed = [r for r in mrows if r.get("kind") == "wgrad_gate_up" and "us" in r]
+    rows = sorted((r for r in timed if r.get("dw_dtype", "f32") == "f32"),
                   key=lambda r: (MODEL_ORDER.index(r["model"]) if r["model"] in MODEL_ORDER else 9, r["T"]))
+    bf16 = {(r["model"], r["T"]): r for r in timed if r.get("dw_dtype") == "bf16"}
     if not rows:
         return []
     L = ["## Weight gradient", ""]
     L.append("The gate_up weight gradient `dW[e] = grad_e^T X_e` (`moejit/moe_wgrad.hpp`; grad bf16 [T * top_k, 2I], "
              "X bf16 [T, D] gathered by token, fp32 dW [E, 2I, D]), in one GPU call"
              + (f" ({env['date']})" if env.get("date") else "") + ": `moejit_bench --wgrad-only --tokens "
-             "256,1024,4096,16384` and `python3 bench/peers.py --wgrad-only --tokens 1024,4096,16384` (JSON lines in "
+             "256,1024,4096,16384` (fp32 dW, then `--wgrad-dw bf16`) and `python3 bench/peers.py --wgrad-only --tokens "
+             "1024,4096,16384` (JSON lines in "
              "docs/results-data/wgrad/). The time includes no routing. Peer: torch._grouped_mm's 2D x 2D form "
              "(groups along the routed rows, each expert padded to a multiple of 8 rows as that form requires) over "
              "grad^T and the gathered X rows, transposed and gathered before "
@@ -410,9 +413,14 @@ def wgrad_section(folder):
              "from 64 routed rows per expert on average, the mma.sync kernel below (docs/kernels.md, \"Weight "
              f"gradient\"). bf16 matmul ceiling of this run: {ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s; "
              "ratio = peer us / moejit us (> 1: moejit faster).")
+    if bf16:
+        L.append("")
+        L.append("bf16 dW: the same kernels writing bf16 dW (`--wgrad-dw bf16`, same call), the peer's output "
+                 "dtype; ratio bf16 = peer us / moejit bf16-dW us.")
     L.append("")
-    L.append("| model | T | rows per expert | moejit us | TFLOP/s | % peak | peer us | peer TFLOP/s | ratio |")
-    L.append("|---|---|---|---|---|---|---|---|---|")
+    head = "| model | T | rows per expert | moejit us | TFLOP/s | % peak | peer us | peer TFLOP/s | ratio |"
+    L.append(head + (" bf16 dW us | TFLOP/s | ratio bf16 |" if bf16 else ""))
+    L.append("|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if bf16 else ""))
     experts = {"gpt-oss-120b": 128, "qwen3-30b-a3b": 128, "deepseek-v3": 256, "mixtral-8x7b": 8}
     topk = {"gpt-oss-120b": 4, "qwen3-30b-a3b": 8, "deepseek-v3": 8, "mixtral-8x7b": 2}
     for r in rows:
@@ -420,7 +428,9 @@ def wgrad_section(folder):
         per = r["T"] * topk.get(r["model"], 1) / experts.get(r["model"], 1)
         L.append(f"| {r['model']} | {r['T']} | {fmt(per, 0)} | {fmt(r['us'])} | {fmt(r['tflops'])} | "
                  f"{fmt(100 * r['tflops'] / ceilings['bf16_mm_TFLOPs'], 0)} | {fmt(p['us']) if p else '-'} | "
-                 f"{fmt(p['tflops']) if p else '-'} | {fmt(p['us'] / r['us'], 2) if p else '-'} |")
+                 f"{fmt(p['tflops']) if p else '-'} | {fmt(p['us'] / r['us'], 2) if p else '-'} |" +
+                 (lambda b: (f" {fmt(b['us'])} | {fmt(b['tflops'])} | {fmt(p['us'] / b['us'], 2) if p else '-'} |"
+                             if b else " - | - | - |") if bf16 else "")(bf16.get((r["model"], r["T"]))))
     L.append("")
     return L
 
