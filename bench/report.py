@@ -335,17 +335,27 @@ def grouped_gemm_section(path):
     return L
 
 
-def prefill_section(folder):
-    """The prefill layers (T = 4096 and 16384, every model and mode, uniform routing) from
-    a bench/run.sh run restricted to those T (MOEJIT_BENCH_ARGS="--tokens 4096,16384"):
-    its moejit.jsonl and peers.jsonl, with the ceilings measured in that run."""
+def read_run(folder):
+    """A kept GPU call's moejit.jsonl and peers.jsonl in `folder`: (moejit rows, peer rows,
+    the env row, the ceilings measured in that call), or None when either file is missing."""
     m_path, p_path = os.path.join(folder, "moejit.jsonl"), os.path.join(folder, "peers.jsonl")
     if not (os.path.exists(m_path) and os.path.exists(p_path)):
-        return []
+        return None
     mrows, prows = read_jsonl(m_path), read_jsonl(p_path)
     env = next((r for r in mrows if r.get("kind") == "env"), {})
     ceil = next((r for r in prows if r.get("kind") == "ceiling"), {})
     ceilings = {k: float(ceil[k]) if isinstance(ceil.get(k), (int, float)) else v for k, v in FALLBACK.items()}
+    return mrows, prows, env, ceilings
+
+
+def prefill_section(folder):
+    """The prefill layers (T = 4096 and 16384, every model and mode, uniform routing) from
+    a bench/run.sh run restricted to those T (MOEJIT_BENCH_ARGS="--tokens 4096,16384"):
+    its moejit.jsonl and peers.jsonl, with the ceilings measured in that run."""
+    run = read_run(folder)
+    if run is None:
+        return []
+    mrows, prows, env, ceilings = run
     peer = {(r["model"], r["gemm"], r["T"], r["peer"]): r.get("us") for r in prows
             if "gemm" in r and "peer" in r and r.get("routing", "uniform") == "uniform"}
     cell = {(r["model"], r["mode"], r["T"], r["kind"]): r for r in mrows
@@ -386,13 +396,10 @@ def prefill_section(folder):
 def wgrad_section(folder):
     """The gate_up weight gradient (moejit_bench --wgrad-only) beside torch._grouped_mm's
     2D x 2D form (bench/peers.py --wgrad-only) in one GPU call: its moejit.jsonl and peers.jsonl."""
-    m_path, p_path = os.path.join(folder, "moejit.jsonl"), os.path.join(folder, "peers.jsonl")
-    if not (os.path.exists(m_path) and os.path.exists(p_path)):
+    run = read_run(folder)
+    if run is None:
         return []
-    mrows, prows = read_jsonl(m_path), read_jsonl(p_path)
-    env = next((r for r in mrows if r.get("kind") == "env"), {})
-    ceil = next((r for r in prows if r.get("kind") == "ceiling"), {})
-    ceilings = {k: float(ceil[k]) if isinstance(ceil.get(k), (int, float)) else v for k, v in FALLBACK.items()}
+    mrows, prows, env, ceilings = run
     peer = {(r["model"], r["T"]): r for r in prows if r.get("gemm") == "wgrad_gate_up" and "us" in r}
     timed = [r for r in mrows if r.get("kind") == "wgrad_gate_up" and "us" in r]
     rows = sorted((r for r in timed if r.get("dw_dtype", "f32") == "f32"),

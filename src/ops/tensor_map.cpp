@@ -1,6 +1,23 @@
 #include "ops/tensor_map.hpp"
 
 namespace moejit::ops {
+namespace {
+
+// One tiled map of `rank` dimensions (innermost first; strides in bytes of
+// dimensions 1..rank-1), unit element strides, no interleave, out-of-range
+// elements read as zero (and not written by stores).
+CUtensorMap encode_tiled(CUtensorMapDataType dtype, std::uint32_t rank, std::uint64_t base, const cuuint64_t* dims,
+                         const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle,
+                         CUtensorMapL2promotion l2) {
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+  CUtensorMap map;
+  MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(&map, dtype, rank, reinterpret_cast<void*>(base), dims, strides,
+                                                        box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2,
+                                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return map;
+}
+
+}  // namespace
 
 CUtensorMap weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, std::uint32_t k, std::uint32_t elem_bytes,
                        Activation act, std::uint32_t block_n) {
@@ -29,13 +46,8 @@ CUtensorMap weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, 
   dims[0] = k, dims[3] = experts;
   strides[2] = row * n;
   box[0] = 128 / elem_bytes, box[3] = 1;
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(
-      &map, elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, reinterpret_cast<void*>(w), dims, strides, box, elem_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  return map;
+  return encode_tiled(elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, w, dims,
+                      strides, box, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 CUtensorMap packed_weight_map(std::uint64_t w, std::uint32_t experts, std::uint32_t n, std::uint32_t k, Activation act,
@@ -57,26 +69,16 @@ CUtensorMap packed_weight_map(std::uint64_t w, std::uint32_t experts, std::uint3
   }
   strides[3] = row * n;
   const cuuint32_t box[5] = {32, 8, 2, block_n / 16, 1};
-  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
-  CUtensorMap map;
-  MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, reinterpret_cast<void*>(w), dims, strides, box, elem_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  return map;
+  return encode_tiled(CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, w, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 CUtensorMap rows_map(std::uint64_t base, std::uint64_t rows, std::uint32_t cols, std::int64_t row_stride) {
   const cuuint64_t dims[2] = {cols, rows};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};
   const cuuint32_t box[2] = {64, 64};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  CUtensorMap map;
-  MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, reinterpret_cast<void*>(base), dims, strides, box, elem_strides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  return map;
+  return encode_tiled(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 CUtensorMap expert_output_map(std::uint64_t base, std::uint32_t experts, std::uint32_t n, std::uint32_t k,
@@ -84,13 +86,8 @@ CUtensorMap expert_output_map(std::uint64_t base, std::uint32_t experts, std::ui
   const cuuint64_t dims[3] = {k, n, experts};
   const cuuint64_t strides[2] = {std::uint64_t(k) * elem_bytes, std::uint64_t(k) * elem_bytes * n};
   const cuuint32_t box[3] = {128 / elem_bytes, 32, 1};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  CUtensorMap map;
-  MOEJIT_CU_CHECK(driver::cuda().cuTensorMapEncodeTiled(
-      &map, elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-      reinterpret_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  return map;
+  return encode_tiled(elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims,
+                      strides, box, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 }  // namespace moejit::ops
