@@ -42,6 +42,13 @@ MoeLayerShape make_shape(std::uint32_t hidden, std::uint32_t intermediate, std::
   return s;
 }
 
+// A token count from Python: a negative int is InvalidArgument naming the
+// parameter (an unsigned parameter would make it a TypeError about the signature).
+std::uint64_t token_count(const char* name, std::int64_t v) {
+  if (v < 1) throw InvalidArgument(std::string(name) + "=" + std::to_string(v) + ": must be >= 1");
+  return static_cast<std::uint64_t>(v);
+}
+
 // A plan's target: one the kernels can be built for. Like moejit-prewarm --arch, anything but
 // sm_90a is refused here rather than kernel by kernel at compile time (the kernels use wgmma,
 // an sm_90a-only instruction, and Hopper features such as 227 KB of shared memory per CTA).
@@ -52,11 +59,11 @@ Target plan_target(const std::string& text) {
   return t;
 }
 
-PrewarmPlan make_plan_py(const ModelSpec& model, std::uint64_t max_num_tokens, const std::optional<std::string>& quant,
+PrewarmPlan make_plan_py(const ModelSpec& model, std::int64_t max_num_tokens, const std::optional<std::string>& quant,
                          int tp, int ep, const std::string& target, int bucket_exponent) {
   PlanOptions o;
   if (quant) o.quant = parse_quant_mode(*quant);
-  o.max_num_tokens = max_num_tokens;
+  o.max_num_tokens = token_count("max_num_tokens", max_num_tokens);
   o.tp = tp;
   o.ep = ep;
   o.target = plan_target(target);
@@ -164,13 +171,13 @@ void bind_plan(nb::module_& m) {
                           "Build one with moejit.plan(model, ...) or Plan(layers, quant_modes, ...).")
       .def("__init__",
            [](PrewarmPlan* self, std::vector<MoeLayerShape> layers, std::vector<std::string> quant_modes,
-              std::uint64_t max_num_tokens, const std::string& model_name, const std::string& target,
+              std::int64_t max_num_tokens, const std::string& model_name, const std::string& target,
               int bucket_exponent, std::vector<std::string> weight_scales) {
              PrewarmPlan p;
              p.layers = std::move(layers);
              for (const auto& q : quant_modes) p.quant_modes.push_back(parse_quant_mode(q));
              for (const auto& w : weight_scales) p.weight_scales.push_back(parse_weight_scale(w));
-             p.max_num_tokens = max_num_tokens;
+             p.max_num_tokens = token_count("max_num_tokens", max_num_tokens);
              p.model_name = model_name;
              p.target = plan_target(target);
              p.bucket_exponent = bucket_exponent;
@@ -224,11 +231,21 @@ void bind_plan(nb::module_& m) {
       },
       "shape"_a, "quant"_a, "token_bucket"_a, "target"_a = "sm_90a", "weight_scale"_a = nb::none(),
       "The keys one MoE layer call requests at a token bucket, in launch order.");
-  m.def("round_up_tokens", &round_up_tokens, "num_tokens"_a, "exponent"_a = kDefaultBucketExponent,
-        "The token bucket of num_tokens (1 <= num_tokens <= 2**31).");
-  m.def("bucket_set", &bucket_set, "max_tokens"_a, "exponent"_a = kDefaultBucketExponent);
-  m.def("prewarm_set", &prewarm_set, "max_tokens"_a, "exponent"_a = kDefaultBucketExponent,
-        "Every bucket a server with this token budget can launch.");
+  m.def(
+      "round_up_tokens",
+      [](std::int64_t num_tokens, int exponent) { return round_up_tokens(token_count("num_tokens", num_tokens), exponent); },
+      "num_tokens"_a, "exponent"_a = kDefaultBucketExponent,
+      "The token bucket of num_tokens (1 <= num_tokens <= 2**31).");
+  m.def(
+      "bucket_set",
+      [](std::int64_t max_tokens, int exponent) { return bucket_set(token_count("max_tokens", max_tokens), exponent); },
+      "max_tokens"_a, "exponent"_a = kDefaultBucketExponent,
+      "Every bucket <= max_tokens, ascending (2**exponent buckets per octave).");
+  m.def(
+      "prewarm_set",
+      [](std::int64_t max_tokens, int exponent) { return prewarm_set(token_count("max_tokens", max_tokens), exponent); },
+      "max_tokens"_a, "exponent"_a = kDefaultBucketExponent,
+      "Every bucket a server with this token budget can launch (bucket_set plus the bucket of max_tokens).");
   m.def("parse_quant_mode", [](const std::string& s) { return str(to_string(parse_quant_mode(s))); }, "text"_a,
         "Checks a quant mode spelling ('bf16', 'w4a16_mxfp4', 'mxfp8', 'fp8_per_token').");
 }

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -85,7 +86,8 @@ void bind_runtime(nb::module_& m) {
         return "PrewarmReport(keys=" + std::to_string(r.keys) + ", distinct_kernels=" +
                std::to_string(r.distinct_kernels) + ", compiled=" + std::to_string(r.compiled) +
                ", disk_hits=" + std::to_string(r.disk_hits) + ", memory_hits=" + std::to_string(r.memory_hits) +
-               ", failed=" + std::to_string(r.failed) + ")";
+               ", failed=" + std::to_string(r.failed) + ", loaded=" + std::to_string(r.loaded) +
+               ", load_failed=" + std::to_string(r.load_failed) + ")";
       });
 
   m.def(
@@ -115,7 +117,7 @@ void bind_runtime(nb::module_& m) {
            [](Runtime* self, const std::optional<std::filesystem::path>& cache_dir, bool use_disk_cache,
               const std::optional<std::string>& seal_policy, const std::optional<std::filesystem::path>& pack,
               const std::string& pack_target, std::optional<bool> allow_shared_cache,
-              std::optional<std::uint64_t> max_cache_bytes, const std::optional<std::string>& gemm_tuning) {
+              std::optional<std::int64_t> max_cache_bytes, const std::optional<std::string>& gemm_tuning) {
              RuntimeOptions o;
              if (cache_dir) o.cache_dir = *cache_dir;
              o.use_disk_cache = use_disk_cache;
@@ -123,7 +125,11 @@ void bind_runtime(nb::module_& m) {
              if (pack) o.pack = *pack;
              o.pack_target = pack_target;
              o.allow_shared_cache = allow_shared_cache;
-             o.max_cache_bytes = max_cache_bytes;
+             if (max_cache_bytes) {
+               if (*max_cache_bytes < 0)
+                 throw InvalidArgument("max_cache_bytes=" + std::to_string(*max_cache_bytes) + ": must be >= 0");
+               o.max_cache_bytes = static_cast<std::uint64_t>(*max_cache_bytes);
+             }
              if (gemm_tuning) o.gemm_tuning = parse_gemm_tuning(*gemm_tuning);
              new (self) Runtime(std::move(o));
            },
@@ -149,17 +155,38 @@ void bind_runtime(nb::module_& m) {
             PrewarmOptions o;
             o.jobs = jobs;
             o.load_on_gpu = load_on_gpu;
-            if (on_progress)
-              o.on_progress = [cb = std::move(on_progress)](std::size_t done, std::size_t total) {
+            // The callback runs on prewarm's worker threads: an exception it raises
+            // (or a callable of the wrong arity) is kept, stops further reports, and is
+            // raised here once prewarm has finished; it never unwinds a worker thread.
+            struct Relay {
+              std::function<void(std::size_t, std::size_t)> cb;
+              std::optional<nb::python_error> error;
+            };
+            auto relay = std::make_shared<Relay>();
+            relay->cb = std::move(on_progress);
+            if (relay->cb)
+              o.on_progress = [relay](std::size_t done, std::size_t total) {
                 nb::gil_scoped_acquire gil;
-                cb(done, total);
+                if (relay->error) return;
+                try {
+                  relay->cb(done, total);
+                } catch (nb::python_error& e) {
+                  relay->error.emplace(std::move(e));
+                }
               };
-            nb::gil_scoped_release release;
-            return prewarm(r, plan, o);
+            PrewarmReport report;
+            {
+              nb::gil_scoped_release release;
+              report = prewarm(r, plan, o);
+            }
+            if (relay->error) throw std::move(*relay->error);
+            return report;
           },
           "plan"_a, "jobs"_a = 0, "load_on_gpu"_a = false, "on_progress"_a = nb::none(),
           "Compiles (or loads from disk) every kernel of the plan on `jobs` threads (0: all cores).\n"
-          "Failures are in the report, never raised; load_on_gpu also loads each kernel in the current context.")
+          "Failures are in the report, never raised; load_on_gpu also loads each kernel in the current context.\n"
+          "on_progress(done, total) is called after each kernel (from a worker thread, with the GIL); an\n"
+          "exception it raises stops the calls and is raised once every kernel is done.")
       .def(
           "write_pack",
           [](Runtime& r, const PrewarmPlan& plan, const std::filesystem::path& out) {

@@ -17,6 +17,27 @@ def small_plan() -> moejit.Plan:
 
 
 @needs_nvrtc
+def test_an_exception_in_on_progress_is_raised_after_prewarm(private_cache):
+    # The callback runs on prewarm's worker threads: its exception must reach the
+    # caller (after the kernels are done), not end the process.
+    plan = small_plan()
+    rt = moejit.Runtime(cache_dir=private_cache)
+    calls = []
+
+    def fails(done, total):
+        calls.append(done)
+        raise ZeroDivisionError("from on_progress")
+    with pytest.raises(ZeroDivisionError, match="from on_progress"):
+        rt.prewarm(plan, jobs=2, on_progress=fails)
+    assert len(calls) == 1  # no calls after the first exception
+    # The kernels were still compiled: a second prewarm finds them on disk.
+    again = moejit.prewarm(plan, runtime=moejit.Runtime(cache_dir=private_cache))
+    assert again.failed == 0 and again.compiled == 0 and again.disk_hits == again.distinct_kernels
+    with pytest.raises(TypeError):  # a callable that does not take (done, total)
+        moejit.Runtime(cache_dir=private_cache).prewarm(plan, on_progress=lambda done: None)
+
+
+@needs_nvrtc
 def test_prewarm_then_disk_hits_then_seal(private_cache):
     plan = small_plan()
     rt = moejit.Runtime(cache_dir=private_cache)
@@ -67,9 +88,8 @@ def test_aot_pack_serves_a_fresh_cache(private_cache, tmp_path):
 
 
 def test_prewarm_rejects_a_bad_plan():
-    bad = moejit.Plan([SHAPE], ["bf16"], max_num_tokens=0)
-    with pytest.raises(moejit.InvalidArgument, match="max_num_tokens"):
-        moejit.Runtime(use_disk_cache=False).prewarm(bad)
+    with pytest.raises(moejit.InvalidArgument, match="max_num_tokens=0"):  # refused when the plan is made
+        moejit.Plan([SHAPE], ["bf16"], max_num_tokens=0)
     with pytest.raises(moejit.InvalidArgument, match="jobs"):
         moejit.Runtime(use_disk_cache=False).prewarm(small_plan(), jobs=-1)
 
