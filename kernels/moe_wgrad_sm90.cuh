@@ -11,18 +11,26 @@
 //
 // Work item: one [BN, 128] tile of dW of one expert (BN output channels x 128
 // input features), its reduction over the expert's rows in stages of 64 rows.
-// Items are (expert, channel block, feature block), feature block fastest,
-// walked by every CTA with stride gridDim.x (a persistent grid of at most one
-// CTA per SM): the CTAs running together work on one expert, whose grad and X
-// rows stay in L2.
+// CTAs run in clusters of CLUSTER (1 or 2): a cluster takes a unit of CLUSTER
+// items of one expert and channel block, adjacent feature blocks, CTA rank r
+// the feature block CLUSTER u + r (past K: it takes part in the copies and
+// computes nothing). Units are (expert, channel block, feature-block group),
+// the group fastest, walked by every cluster with stride the number of
+// clusters (a persistent grid of at most one CTA per SM): the CTAs running
+// together work on one expert, whose grad and X rows stay in L2. The CTAs of a
+// cluster share the grad tiles: each stage's grad boxes are split between them
+// and multicast to both (half the L2 reads of the larger operand).
 // Roles (384 threads, one CTA per SM):
 //   warpgroup 0, the producer: for every stage of every item the CTA owns,
-//     waits for a ring slot (empty mbarrier); the stage's 64 grad rows x BN
-//     channels (the larger operand) come by TMA (grad_map: BN / 64 boxes of
-//     64 channels x 64 rows, issued by thread 0, counted by expect_tx) when
-//     all 64 rows belong to the expert, else by 16-byte cp.async that
-//     zero-fills the rows past the expert's last row (a TMA box would read
-//     the next expert's rows, and a NaN there must stay there); the 64 X rows
+//     waits for a ring slot (empty mbarrier: released by the consumers of
+//     every CTA of the cluster, since a multicast writes the slot in each);
+//     the stage's 64 grad rows x BN channels (the larger operand) come by TMA
+//     (grad_map: BN / 64 boxes of 64 channels x 64 rows; box c issued by
+//     thread 0 of CTA rank c % CLUSTER, multicast to the cluster, each CTA's
+//     full mbarrier expecting all of them) when all 64 rows belong to the
+//     expert, else by 16-byte cp.async that zero-fills the rows past the
+//     expert's last row (a TMA box would read the next expert's rows, and a
+//     NaN there must stay there); the 64 X rows
 //     x 128 features by 16-byte cp.async (two threads per row, alternate
 //     16-byte chunks; rows gathered through sorted_route), zero-filled past
 //     the expert's rows and past K. Each thread then arrives on the slot's
@@ -52,8 +60,9 @@
 // db) written as exact zeros. 64-bit offsets.
 //
 // ---- Tunable parameters (template arguments; src/ops/wgrad.cpp) -------------
-//   BN     : output channels per item, 192 or 256 (accumulators: BN / 2 per consumer thread)
-//   STAGES : ring depth (>= 2)
+//   BN      : output channels per item, 192 or 256 (accumulators: BN / 2 per consumer thread)
+//   STAGES  : ring depth (>= 2)
+//   CLUSTER : CTAs per cluster sharing the grad tiles, 1 or 2 (the launch's cluster size)
 // Shared memory (bytes): 1024 (alignment) + STAGES * (BN * 128 + 16384)
 // + 4 * 8192 (epilogue staging) + STAGES * 16 (mbarriers).
 // Requirements: N % 8 == 0, K % 8 == 0, row strides multiples of 8 elements,
@@ -94,28 +103,31 @@ __device__ __forceinline__ void wg_bar_sync(int w) {
   else asm volatile("bar.sync 2, 128;\n" ::: "memory");
 }
 
-// Work item `item` -> expert, channel block, feature block and the expert's rows.
 struct WgradItem {
   int expert, nt, kt, begin, end, steps;  // steps: stages of kWgRows rows
 };
-__device__ __forceinline__ WgradItem wgrad_item(const WgradParams& p, int item, int KT, int per_expert) {
+// Cluster unit `unit` (KG feature-block groups of `cluster` blocks per channel
+// block) -> this CTA's item: the feature block of its rank in the unit's group.
+__device__ __forceinline__ WgradItem wgrad_item(const WgradParams& p, int unit, int KG, int per_expert, int cluster,
+                                                int rank) {
   WgradItem w;
-  w.expert = item / per_expert;
-  const int rem = item - w.expert * per_expert;
-  w.nt = rem / KT;
-  w.kt = rem - w.nt * KT;
+  w.expert = unit / per_expert;
+  const int rem = unit - w.expert * per_expert;
+  w.nt = rem / KG;
+  w.kt = (rem - w.nt * KG) * cluster + rank;
   w.begin = p.expert_offsets[w.expert];
   w.end = p.expert_offsets[w.expert + 1];
   w.steps = w.end > w.begin ? (w.end - w.begin + kWgRows - 1) / kWgRows : 0;
   return w;
 }
 
-template <int BN, int STAGES, bool OUT_BF16>
+template <int BN, int STAGES, int CLUSTER, bool OUT_BF16>
 __global__ void __launch_bounds__(kWgThreads, 1)
     moe_wgrad_kernel(const WgradParams p, const __grid_constant__ TensorMap grad_map,
                      const __grid_constant__ TensorMap dw_map) {
   static_assert(BN == 192 || BN == 256, "BN: 192 or 256 output channels");
   static_assert(STAGES >= 2, "a ring of at least two stages");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 CTAs");
   using L = WgradLayout<BN>;
   extern __shared__ __align__(128) u8 smem_raw[];
   const u32 base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -129,24 +141,32 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     tma_prefetch(&dw_map);
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full_bar + 8 * s, 128);  // every producer thread
-      mbar_init(empty_bar + 8 * s, 8);   // every consumer warp
+      mbar_init(empty_bar + 8 * s, 8 * CLUSTER);  // every consumer warp of the cluster
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  // The barriers initialized before any CTA of the cluster copies into or arrives on them.
+  if (CLUSTER > 1) cluster_sync();
+  else __syncthreads();
 
   const int N = p.n, K = p.k;
   const int NT = (N + BN - 1) / BN, KT = (K + kWgBk - 1) / kWgBk;
-  const int per_expert = NT * KT;
-  const int items = p.experts * per_expert;
+  const int KG = (KT + CLUSTER - 1) / CLUSTER;  // feature-block groups: one per cluster unit
+  const int per_expert = NT * KG;
+  const int units = p.experts * per_expert;
+  // This CTA's rank, its cluster and the number of clusters: read where used
+  // (special registers), not held across the mainloop.
+  auto rank = [] { return CLUSTER > 1 ? (int)cluster_cta_rank() : 0; };
+  auto first_unit = [] { return CLUSTER > 1 ? (int)cluster_index() : (int)blockIdx.x; };
+  auto unit_stride = [] { return CLUSTER > 1 ? (int)cluster_count() : (int)gridDim.x; };
 
   if (warp < 4) {
     // ---------------- producer ----------------
     setmaxnreg_dec<kWgProducerRegs>();
     const int row = tid >> 1, half = tid & 1;  // this thread's row of a stage and half of it
     int it = 0;
-    for (int item = blockIdx.x; item < items; item += gridDim.x) {
-      const WgradItem w = wgrad_item(p, item, KT, per_expert);
+    for (int unit = first_unit(); unit < units; unit += unit_stride()) {
+      const WgradItem w = wgrad_item(p, unit, KG, per_expert, CLUSTER, rank());
       const int begin = w.begin, end = w.end, steps = w.steps;
       const int n0 = w.nt * BN, k0 = w.kt * kWgBk;
       // The route id (by token) or row (by row) of this thread's row in stage s,
@@ -168,11 +188,16 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         const int r0 = begin + s * kWgRows, r = r0 + row;
         const bool live = route >= 0;
         if (r0 + kWgRows <= end) {
-          // grad: a whole stage of the expert's rows, BN / 64 TMA boxes.
+          // grad: a whole stage of the expert's rows, BN / 64 TMA boxes (with a
+          // cluster: this CTA's share of them, multicast to every CTA of it).
           if (tid == 0) {
             mbar_expect_tx(full, L::kGBytes);
 #pragma unroll
-            for (int c = 0; c < BN / 64; ++c) tma_load_2d(sg + c * kWgRegion, &grad_map, full, n0 + 64 * c, r0);
+            for (int c = 0; c < BN / 64; ++c) {
+              if (CLUSTER == 1) tma_load_2d(sg + c * kWgRegion, &grad_map, full, n0 + 64 * c, r0);
+              else if (c % CLUSTER == rank())
+                tma_load_2d_multicast(sg + c * kWgRegion, &grad_map, full, n0 + 64 * c, r0, (1u << CLUSTER) - 1);
+            }
           }
         } else {
           // grad, the expert's last stage: this thread's alternate 16-byte chunks
@@ -213,13 +238,20 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const int g = lane >> 2, q = lane & 3;
   float acc[BN / 2];
   int it = 0;
+  // A slot is free for the next multicast once the consumers of every CTA of the
+  // cluster have read it: lane c of each warp arrives on CTA rank c's barrier.
   auto release = [&](int slot) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty_bar + 8 * slot);
+    if (CLUSTER == 1) {
+      if (lane == 0) mbar_arrive(empty_bar + 8 * slot);
+    } else if (lane < CLUSTER) {
+      mbar_arrive_cluster(empty_bar + 8 * slot, lane);
+    }
   };
-  for (int item = blockIdx.x; item < items; item += gridDim.x) {
-    const WgradItem w = wgrad_item(p, item, KT, per_expert);
+  for (int unit = first_unit(); unit < units; unit += unit_stride()) {
+    const WgradItem w = wgrad_item(p, unit, KG, per_expert, CLUSTER, rank());
     const int e = w.expert, steps = w.steps;
+    const bool live = w.kt < KT;  // else a feature block past K: copies only
     const int n0 = w.nt * BN, k0 = w.kt * kWgBk + 64 * wgi;
     const bool do_db = p.db != nullptr && w.kt == 0 && ct < BN;  // warp-uniform
     float db_sum = 0.f;
@@ -229,12 +261,14 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       mbar_wait(full_bar + 8 * slot, (it / STAGES) & 1);
       ws_fence_proxy_async();  // the cp.async (generic proxy) writes, before wgmma reads them
       const u32 sg = ring + slot * L::kStageBytes, sx = sg + L::kGBytes + wgi * kWgRegion;
-      ws_wgmma_fence();
+      if (live) {
+        ws_wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)  // 16 rows per step: 2048 bytes
-        wgmma_m64k16_ss_mn<BN>(acc, ws_desc_sw128_mn(sx + kk * 2048, kWgRegion),
-                               ws_desc_sw128_mn(sg + kk * 2048, kWgRegion), s > 0 || kk > 0);
-      ws_wgmma_commit();
+        for (int kk = 0; kk < 4; ++kk)  // 16 rows per step: 2048 bytes
+          wgmma_m64k16_ss_mn<BN>(acc, ws_desc_sw128_mn(sx + kk * 2048, kWgRegion),
+                                 ws_desc_sw128_mn(sg + kk * 2048, kWgRegion), s > 0 || kk > 0);
+        ws_wgmma_commit();
+      }
       if (do_db) {
         // Channel ct over the stage's 64 rows, in row order (zero past the expert's rows).
         const u32 col = sg + (ct >> 6) * kWgRegion + (ct & 7) * 2;
@@ -254,6 +288,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     if (pending >= 0) release(pending);
 
     if (do_db && n0 + ct < N) p.db[(i64)e * N + n0 + ct] = db_sum;
+    if (!live) continue;
 
     // Epilogue. Fragment block i holds features f = wr16 + g (+ 8) and channels
     // 8 i + 2 q (+ 1): acc[4 i + 2 h + c] is feature f + 8 h, channel 8 i + 2 q + c.
@@ -297,8 +332,10 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       }
     }
   }
-  // A CTA leaves only once its TMA stores have read its shared memory.
+  // A CTA leaves only once its TMA stores have read its shared memory, and, in a
+  // cluster, once the other CTAs' consumers no longer arrive on its barriers.
   if ((tid & 127) == 0) bulk_wait_all<0>();
+  if (CLUSTER > 1) cluster_sync();
 }
 
 }  // namespace wg

@@ -110,6 +110,53 @@ __device__ __forceinline__ void tma_load_5d(u32 dst, const TensorMap* map, u32 b
       : "memory");
 }
 
+// The same 2D copy multicast to the CTAs of the cluster in cta_mask (bit i: CTA
+// rank i): each receives the box at its own shared-memory offset dst and
+// completes the transaction bytes of its own mbarrier at offset bar.
+__device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const TensorMap* map, u32 bar, int c0, int c1,
+                                                      u16 cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(cta_mask)
+      : "memory");
+}
+
+// Thread-block clusters: this CTA's rank in its cluster, the cluster's index in
+// the grid and the number of clusters (x). A launch without a cluster is one of
+// 1 x 1 x 1 per CTA: rank 0, the CTA's index, the grid's size.
+__device__ __forceinline__ u32 cluster_cta_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ u32 cluster_index() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ u32 cluster_count() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+  return r;
+}
+// Every non-exited thread of the cluster: the writes before it (shared memory,
+// mbarrier inits) visible to every thread of the cluster after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// Arrive on the mbarrier at the same shared-memory offset as `bar` in the CTA of
+// cluster rank `cta` (this one included). CTA-scope release, as for a local
+// arrive: what it orders are this warp's wgmma reads of the slot, retired before
+// it; the cluster-scope form (a fence per arrive) cost the weight gradient
+// 10-20 % (docs/kernels.md).
+__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 cta) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cta.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+}
+
 // 3D tiled store of the box at shared memory src to the map's tensor at
 // coordinates (c0 innermost), as one bulk group of the issuing thread; elements
 // outside the tensor are not written. Then commit the group; wait_read<N> returns

@@ -22,7 +22,7 @@ namespace moejit::driver {
   X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize)         \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)                        \
   X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx)   \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                      \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuOccupancyMaxActiveClusters)     \
   X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2)                                 \
   X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2)                            \
   X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2)             \

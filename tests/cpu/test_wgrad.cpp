@@ -39,7 +39,7 @@ TEST_CASE("wgrad: key fields and rejections", "[wgrad][keys]") {
   CHECK_THROWS_AS(codegen::generate(bad), InvalidArgument);
 }
 
-TEST_CASE("wgrad: both output dtypes and both channel blocks compile with NVRTC for sm_90a without spills",
+TEST_CASE("wgrad: both output dtypes, both channel blocks, with and without clusters compile with NVRTC for sm_90a without spills",
           "[wgrad][codegen][nvrtc]") {
   if (!driver::nvrtc_available()) {
     WARN("skipped: libnvrtc not found");
@@ -48,14 +48,19 @@ TEST_CASE("wgrad: both output dtypes and both channel blocks compile with NVRTC 
   // 64 routed rows per expert and more (bucket 16384 x top_k 8 / 256 experts: 512) take the
   // warp-specialized kernel: N = 4096 (DeepSeek-V3 down's weights) with 256 output channels
   // per item, N = 5760 (gpt-oss-120b gate_up) with 192; fewer rows (bucket 64) the mma.sync kernel.
+  // K = 7168 has 56 feature blocks of 128: clusters of two CTAs share the grad tiles; K = 128
+  // has one, and the kernel runs without clusters.
   struct Case {
-    std::uint32_t N, bucket;
+    std::uint32_t N, K, bucket;
     const char* config;
   };
-  for (const Case& c : {Case{4096, 16384, "ws bn=256 bk=128"}, Case{5760, 16384, "ws bn=192 bk=128"}, Case{4096, 64, "mma"}})
+  for (const Case& c : {Case{4096, 7168, 16384, "ws bn=256 bk=128 rows=64 stages=4 threads=384 cluster=2"},
+                        Case{5760, 7168, 16384, "ws bn=192 bk=128 rows=64 stages=4 threads=384 cluster=2"},
+                        Case{4096, 128, 16384, "ws bn=256 bk=128 rows=64 stages=4 threads=384 cluster=1"},
+                        Case{4096, 7168, 64, "mma"}})
   for (DType d : {DType::f32, DType::bf16}) {
     const char* config = c.config;
-    const SpecKey key = moe_wgrad_key(MoeWgradShape{256, 8, c.N, 7168, d}, c.bucket);
+    const SpecKey key = moe_wgrad_key(MoeWgradShape{256, 8, c.N, c.K, d}, c.bucket);
     const auto ks = codegen::generate(key);
     CHECK(ks.config_text.find(config) != std::string::npos);
     CHECK(ks.source.find("#include") == std::string::npos);

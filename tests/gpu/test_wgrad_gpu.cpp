@@ -156,6 +156,9 @@ TEST_CASE("gpu: wgrad warp-specialized kernel (64 routed rows per expert and mor
   run_case("N=512 K=384 ws bf16 strided", {3000, 4, 16, 512, 384, Routing::uniform, WgradGather::by_token, DType::bf16, 24});
   // 192 channels per item with bf16 dW (N = 576 = 3 x 192, K = 136: a feature tail of 8).
   run_case("N=576 K=136 ws bf16", {2000, 2, 4, 576, 136, Routing::with_drops, WgradGather::by_row, DType::bf16});
+  // One feature block (K = 128): no cluster; the cases above run in clusters of two CTAs,
+  // with an odd number of feature blocks (K = 2880: 23, K = 384: 3) and an even one.
+  run_case("N=512 K=128 ws no cluster", {3000, 4, 16, 512, 128, Routing::uniform, WgradGather::by_token});
   // Channel and feature tails (N = 264: 192 + 72, K = 200: 128 + 72) with dropped routes.
   run_case("tails N=264 K=200 ws", {4096, 2, 8, 264, 200, Routing::with_drops, WgradGather::by_token});
 }
