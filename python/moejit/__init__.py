@@ -81,9 +81,14 @@ def prewarm(
 
     jobs: compile threads (0 = all cores). load_on_gpu: also load each kernel
     in the current CUDA context. on_progress(done, total) is called after each
-    distinct kernel. Failures are collected in the report, never raised;
-    InvalidArgument only for an invalid plan or jobs < 0.
+    distinct kernel (from a worker thread); an exception it raises is raised
+    once every kernel is done. Failures are collected in the report, never
+    raised; InvalidArgument only for an invalid plan or jobs < 0; TypeError
+    when plan is not a Plan (before the global runtime, and its cache
+    directory, is made).
     """
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan: expected a moejit.Plan (moejit.plan(model, ...)), got {type(plan).__name__}")
     rt = runtime if runtime is not None else Runtime.global_runtime()
     return rt.prewarm(plan, jobs=jobs, load_on_gpu=load_on_gpu, on_progress=on_progress)
 

@@ -87,6 +87,14 @@ def test_aot_pack_serves_a_fresh_cache(private_cache, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_prewarm_of_a_model_name_is_a_type_error_that_creates_nothing(tmp_path, monkeypatch):
+    cache = tmp_path / "global-cache"
+    monkeypatch.setenv("MOEJIT_CACHE_DIR", str(cache))
+    with pytest.raises(TypeError, match="plan: expected a moejit.Plan"):
+        moejit.prewarm("gpt-oss-120b")
+    assert not cache.exists()
+
+
 def test_prewarm_rejects_a_bad_plan():
     with pytest.raises(moejit.InvalidArgument, match="max_num_tokens=0"):  # refused when the plan is made
         moejit.Plan([SHAPE], ["bf16"], max_num_tokens=0)
