@@ -48,7 +48,7 @@ std::string to_string(const GemmTuning& tuning) {
   for (const Field& f : fields(t)) {
     std::string value;
     if (f.number && *f.number) value = std::to_string(**f.number);
-    if (f.flag && *f.flag) value = **f.flag ? "1" : "0";
+    if (f.flag && *f.flag) value.assign(1, **f.flag ? '1' : '0');
     if (value.empty()) continue;
     if (!out.empty()) out += ',';
     out += std::string(f.side) + "." + std::string(f.name) + "=" + value;
