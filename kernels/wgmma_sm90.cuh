@@ -148,7 +148,7 @@ __device__ __forceinline__ void cluster_sync() {
 // cluster rank `cta` (this one included). CTA-scope release, as for a local
 // arrive: what it orders are this warp's wgmma reads of the slot, retired before
 // it; the cluster-scope form (a fence per arrive) cost the weight gradient
-// 10-20 % (docs/kernels.md).
+// 2-22 % (docs/kernels.md).
 __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 cta) {
   asm volatile(
       "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
