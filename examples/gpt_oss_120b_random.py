@@ -63,20 +63,24 @@ def event_times_ms(fn, iters):
     return statistics.median(out)
 
 
-def host_times_us(fn, iters):
-    """Median host time of fn() right after the current stream was waited for with the
-    stream synchronize that MoeLayer.core.host_time_us makes before each of its C++ calls
-    (the same wait before the Python and the C++ call)."""
-    out = []
+def host_times_us(calls, cpp_call, iters):
+    """Median host time of each Python call in `calls` (name -> fn) and of cpp_call (the C++
+    MoeLayer::run, timed in C++), interleaved so that a drift of the machine touches all alike.
+    Each Python sample waits for the current stream (cuStreamSynchronize, as
+    moejit.device.synchronize makes it), then times one call; the C++ sample makes the same
+    wait in C++, then times its call, as a C++ program would."""
     stream = mt.current_stream(torch.device("cuda", torch.cuda.current_device()))
+    samples = {name: [] for name in list(calls) + ["cpp"]}
     for _ in range(iters):
-        moejit.device.synchronize(stream)
-        t0 = time.perf_counter_ns()
-        fn()
-        t1 = time.perf_counter_ns()
-        out.append((t1 - t0) / 1e3)
+        for name, fn in calls.items():
+            moejit.device.synchronize(stream)
+            t0 = time.perf_counter_ns()
+            fn()
+            t1 = time.perf_counter_ns()
+            samples[name].append((t1 - t0) / 1e3)
+        samples["cpp"].append(cpp_call())
     torch.cuda.synchronize()
-    return statistics.median(out)
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def main() -> int:
@@ -129,7 +133,6 @@ def main() -> int:
         for _ in range(3):
             layer(x, topk_ids, topk_weights)
         eager_ms = event_times_ms(lambda: layer(x, topk_ids, topk_weights), a.iters)
-        fwd_us = host_times_us(lambda: layer(x, topk_ids, topk_weights), a.iters)
         module_ms = event_times_ms(lambda: moe(x, logits), a.iters)
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -144,14 +147,17 @@ def main() -> int:
         same = torch.equal(static_out.view(torch.int16), layer(x, topk_ids, topk_weights).view(torch.int16))
         ok &= same
         graph_ms = event_times_ms(graph.replay, a.iters)
-        # 3. host time of one call: Python op, Python direct, C++ MoeLayer::run.
-        op_us = host_times_us(lambda: torch.ops.moejit.moe_layer(x, topk_ids, topk_weights, layer.handle), a.iters)
+        # 3. host time of one call: Python op, forward, direct; C++ MoeLayer::run.
         out = torch.empty_like(x)
-        direct_us = host_times_us(lambda: layer.run(x, topk_ids, topk_weights, out=out), a.iters)
-        cpp_us = statistics.median(layer.core.host_time_us(
-            T, x.data_ptr(), x.stride(0), topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(), out.stride(0),
-            layer.workspace.data_ptr(), layer.workspace.numel(), mt.current_stream(dev), a.iters))
-        rows.append((T, eager_ms * 1e3, graph_ms * 1e3, module_ms * 1e3, same, op_us, fwd_us, direct_us, cpp_us))
+        cpp_args = (T, x.data_ptr(), x.stride(0), topk_ids.data_ptr(), topk_weights.data_ptr(), out.data_ptr(),
+                    out.stride(0), layer.workspace.data_ptr(), layer.workspace.numel(), mt.current_stream(dev))
+        h = host_times_us({
+            "op": lambda: torch.ops.moejit.moe_layer(x, topk_ids, topk_weights, layer.handle),
+            "forward": lambda: layer(x, topk_ids, topk_weights),
+            "direct": lambda: layer.run(x, topk_ids, topk_weights, out=out),
+        }, lambda: layer.core.host_time_us(*cpp_args, 1, True, 0.0, False)[0], a.iters)
+        rows.append((T, eager_ms * 1e3, graph_ms * 1e3, module_ms * 1e3, same, h["op"], h["forward"], h["direct"],
+                     h["cpp"]))
 
     print(f"\n{'T':>6} {'eager_us':>10} {'graph_us':>10} {'module_us':>10} {'graph=eager':>11}   "
           f"{'host: op_us':>11} {'forward_us':>10} {'direct_us':>10} {'cpp_us':>8} {'op-cpp':>8} {'fwd-cpp':>8} "
@@ -162,7 +168,8 @@ def main() -> int:
     print("eager_us: the op between CUDA events on an idle GPU (as moejit-run's time_us); graph_us: one replay of a "
           "captured call;\nmodule_us: FusedMoE (routing + layer); host: median host time of one call on an idle GPU: op_us through\n"
           "torch.ops.moejit.moe_layer (allocates out), forward_us MoeLayer.__call__ (eager: run(), allocates out),\n"
-          "direct_us MoeLayer.run(out=...) into a preallocated out, cpp_us MoeLayer::run from C++.")
+          "direct_us MoeLayer.run(out=...) into a preallocated out, cpp_us MoeLayer::run from C++ (its wait made in C++);\n"
+          "the four interleaved, each after a stream synchronize.")
     st = layer.runtime.stats()
     print(f"\nruntime: {st['compiles']} compiled, {st['disk_hits']} disk hits, "
           f"{st['misses_after_seal']} misses after seal")

@@ -330,7 +330,11 @@ void bind_layer(nb::module_& m) {
           "host_time_us",
           [](const Layer& l, std::uint32_t T, std::uintptr_t x, std::int64_t xs, std::uintptr_t ids,
              std::uintptr_t gamma, std::uintptr_t out, std::int64_t os, std::uintptr_t ws, std::size_t ws_bytes,
-             std::uintptr_t stream, int iters, bool sync_each, double settle_us, bool synchronize_first) {
+             std::uintptr_t stream, int iters, bool sync_each, double settle_us, bool synchronize_first,
+             const std::string& wait) {
+            if (wait != "stream" && wait != "context")
+              throw InvalidArgument("wait: expected 'stream' or 'context', got '" + wait + "'");
+            const bool context = wait == "context";
             const MoeWeights& w = l.checked_weights();
             const MoeLayerArgs a = raw_args(T, x, xs, ids, gamma, out, os, ws, ws_bytes);
             std::vector<double> us;
@@ -342,11 +346,17 @@ void bind_layer(nb::module_& m) {
               while (std::chrono::steady_clock::now() < until) {
               }
             };
-            if (synchronize_first) device::synchronize(to_stream(stream));
+            auto synchronize = [&] {
+              if (context)
+                device::synchronize();
+              else
+                device::synchronize(to_stream(stream));
+            };
+            if (synchronize_first) synchronize();
             settle();
             for (int i = 0; i < iters; ++i) {
               if (sync_each) {
-                device::synchronize(to_stream(stream));
+                synchronize();
                 settle();
               }
               const auto t0 = std::chrono::steady_clock::now();
@@ -359,13 +369,15 @@ void bind_layer(nb::module_& m) {
           },
           "num_tokens"_a, "x"_a, "x_row_stride"_a, "topk_ids"_a, "topk_weights"_a, "out"_a, "out_row_stride"_a,
           "workspace"_a, "workspace_bytes"_a, "stream"_a, "iters"_a, "sync_each"_a = true, "settle_us"_a = 0.0,
-          "synchronize_first"_a = true,
+          "synchronize_first"_a = true, "wait"_a = "stream",
           "Host time (microseconds) of each of `iters` MoeLayer::run calls made from C++: the baseline for\n"
           "the Python call overhead. sync_each: each call on an idle stream; else the calls back to back\n"
           "(the GPU still busy with the previous ones, as in a serving loop), the stream idle before the first.\n"
           "settle_us: microseconds of busy waiting after each synchronize, before the timed call.\n"
           "synchronize_first=False: no synchronize before the first call (the caller waited, in the way it\n"
-          "chose, so that a Python call and this one can follow the same wait); settle_us still applies.");
+          "chose, so that a Python call and this one can follow the same wait); settle_us still applies.\n"
+          "wait: how this function synchronizes: 'stream' (cuStreamSynchronize of `stream`) or 'context'\n"
+          "(cuCtxSynchronize, what torch.cuda.synchronize() makes). Raises InvalidArgument naming wait.");
 }
 
 }  // namespace moejit::python

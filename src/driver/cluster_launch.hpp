@@ -18,6 +18,8 @@ struct ClusterLaunch {
 
 // Clusters of `l.cluster_x` CTAs of `function` (block_threads, dynamic_smem_bytes
 // as in l) that the device of the current context runs at once; at least 1.
+// The driver is asked once per (context, function, launch shape); later calls
+// answer from memory (thread-safe).
 unsigned max_active_clusters(CUfunction function, const ClusterLaunch& l);
 
 void launch_cluster(CUfunction function, const ClusterLaunch& l, CUstream stream, void** args);
