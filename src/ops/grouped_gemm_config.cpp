@@ -202,7 +202,14 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // 1 / 2 / 3): T = 1 46.6 / 51.2 / 52.6, T = 8 200.4 / 210.0, T = 64
     // 737.9 / 765.1 (MOEJIT_GEMM_TUNE decode.depth, scripts/tune-sweep.sh).
     c.kernel = GemmKernel::mxfp4_decode;
-    c.nt = avg <= 4 ? 1 : 2;
+    // One n8 token tile per warp task, also at 5..8 rows per expert hit, where
+    // an expert with more than 8 rows takes a second task (and streams its
+    // weights again): two tiles per task (nt = 2) cost registers and resident
+    // warps. Layer us, nt = 2 -> 1 (moejit-run, H200, one call): gpt-oss-120b
+    // T = 160 1064 -> 821, 192 1090 -> 897, 256 1116 -> 1040; Qwen3-30B-A3B
+    // T = 96 224 -> 178, 128 232 -> 211; Mixtral-8x7B T = 24 468 -> 364, 32
+    // 488 -> 444; DeepSeek-V3 T = 192 3403 -> 2732, 256 3539 -> 3340.
+    c.nt = 1;
     c.depth = 1;
     const std::uint64_t want_warps = 32 * kSmCount;
     const std::uint64_t groups = (key.n + 15) / 16 * hit;  // 16-row weight groups over the experts hit
