@@ -26,13 +26,11 @@
 //     a producer round trip per slice (measured: T = 512 gate_up 1119 us
 //     against 963 with the hardware-armed arrival).
 //   warpgroups 1 .. CWG, the consumers (WsRegs): wait on the full
-//     mbarrier, build their wgmma A fragments of the slice straight from the
-//     packed weights in registers (six instructions per bf16x2; one 8-byte
-//     load brings a row's two E8M0 scales of the slice, one warp vote per
-//     slice checks them for the rare large ones), issue the slice's four
-//     m64nBMk16 wgmma with B from the ring as one group, and release a slot on
-//     its empty mbarrier once that group retired (while the next slice's
-//     fragments are built, the group runs). The epilogue (bias, activation, router weight, store) of a work
+//     mbarrier, build their wgmma A fragments straight from the packed weights
+//     in registers (six instructions per bf16x2, half a slice at a time: one
+//     E8M0 scale per row), issue m64nBMk16 wgmma with B from the ring, and
+//     release a slot on its empty mbarrier once the wgmmas that read it have
+//     retired. The epilogue (bias, activation, router weight, store) of a work
 //     item runs while the producer already fills the next item's slices.
 // Work items: (m-tile, 64 * CWG-row weight block) pairs, m-tile major, walked by
 // every CTA with stride gridDim.x: CTAs running at the same time share an
@@ -64,13 +62,6 @@ namespace moejit {
 __device__ __forceinline__ u32 ws_e2m1_byte_to_bf16x2(u32 x, u32 sel, u32 f1) {
   const u32 t = prmt(x, x >> 4, sel) & 0x000F000Fu;
   return mul_bf16x2((t * 0x1040u) & 0x81C081C0u, f1);
-}
-
-// The low word of the 64-bit value hi:lo shifted right by n (0..31) bits.
-__device__ __forceinline__ u32 shf_r(u32 lo, u32 hi, u32 n) {
-  u32 r;
-  asm("shf.r.clamp.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(n));
-  return r;
 }
 
 // Register budget. A CTA's warps trade registers through the CTA's own pool:
@@ -205,7 +196,7 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
   const int cw = warp - 4;  // consumer warp 0 .. 4 CWG - 1: ring rows 16 cw .. 16 cw + 15
   const int g = lane >> 2, q = lane & 3;
   const u32 sel = (u32)q | ((u32)(4 + q) << 8);
-  int slot = 0, phase = 0, item_parity = 0;  // ring position of the next slice, its full barrier's parity
+  int it = 0, item_parity = 0;
   const int ct = tid - 128;  // consumer thread 0 .. 128 CWG - 1
   int pending = -1;  // slot whose last wgmma group is still in flight
   auto release = [&](int slot) {
@@ -228,87 +219,62 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
 #pragma unroll
     for (int i = 0; i < BM / 2; ++i) acc[i] = 0.f;
 
-    // A fragments of slice kt in `slot`: a[8 c + 4 s + j] for half c (k 32 c ..
-    // 32 c + 31, one E8M0 scale per row), k16 step s, j as in wgmma_m64k16_rs.
-    auto build_slice = [&](int slot, int kt, u32 (&a)[16]) {
-      const u32 wq = w_ring + slot * L::kWBytes + (16 * cw + g) * 32;
-      // Both scale bytes of the slice per fragment row: one 8-byte load of the
-      // slot's two words, then the two bytes from the row's phase.
-      u32 s2[2];
+    // A fragments of half c (k 32 c .. 32 c + 31) of slice kt in `slot`:
+    // a[4 s + j] for k16 step s, j as in wgmma_m64k16_rs.
+    auto build_half = [&](int slot, int kt, int c, u32 (&a)[8]) {
+      const u32 wq = w_ring + slot * L::kWBytes + (16 * cw + g) * 32 + 16 * c;
+      u32 w[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) lds128(wq + h * 8 * 32, w[h][0], w[h][1], w[h][2], w[h][3]);
+      u32 sb[2], f1[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        u32 lo, hi;
-        lds64(s_ring + slot * L::kSBytes + (16 * cw + g + 8 * h) * 8, lo, hi);
-        const u32 at = (u32)(s_phase[h] + 2 * kt) & 3u;
-        s2[h] = grp_ok ? shf_r(lo, hi, 8 * at) & 0xFFFFu : 0x7F7Fu;
+        const u32 at = s_ring + slot * L::kSBytes + (16 * cw + g + 8 * h) * 8 + ((s_phase[h] + 2 * kt) & 3) + c;
         // K_TAIL: no scale for the zero half past K (a stray 0xFF would make NaN).
-        if (K_TAIL && 2 * kt + 1 >= s_row_bytes) s2[h] = (s2[h] & 0xFFu) | 0x7F00u;
+        sb[h] = (K_TAIL && 2 * kt + c >= s_row_bytes) || !grp_ok ? 127u : lds8(at);
+        f1[h] = e8m0_small_factor(min(sb[h], 128u));
       }
 #pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        u32 w[2][4];
+      for (int s = 0; s < 2; ++s)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) lds128(wq + h * 8 * 32 + 16 * c, w[h][0], w[h][1], w[h][2], w[h][3]);
-        u32 f1[2];
+        for (int j = 0; j < 4; ++j) a[4 * s + j] = ws_e2m1_byte_to_bf16x2(w[j & 1][2 * s + (j >> 1)], sel, f1[j & 1]);
+      // The second factor (E8M0 above 128, or NaN) only when some lane of the warp needs it.
+      if (__any_sync(0xffffffffu, e8m0_big_bit(sb[0]) | e8m0_big_bit(sb[1]))) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) f1[h] = e8m0_small_factor(min((s2[h] >> (8 * c)) & 0xFFu, 128u));
+        for (int h = 0; h < 2; ++h) {
+          u32 f1b, f2;
+          bool big;
+          e8m0_to_e2m1_factors(sb[h], f1b, f2, big);
+          if (big) {
 #pragma unroll
-        for (int st = 0; st < 2; ++st)
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            a[8 * c + 4 * st + j] = ws_e2m1_byte_to_bf16x2(w[j & 1][2 * st + (j >> 1)], sel, f1[j & 1]);
-      }
-      // The second factor (E8M0 above 128, or NaN) only when some lane of the
-      // warp needs it, for any of the four scales.
-      const u32 big = e8m0_big_bit(s2[0] & 0xFFu) | e8m0_big_bit(s2[0] >> 8) | e8m0_big_bit(s2[1] & 0xFFu) |
-                      e8m0_big_bit(s2[1] >> 8);
-      if (__any_sync(0xffffffffu, big)) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            u32 f1b, f2;
-            bool is_big;
-            e8m0_to_e2m1_factors((s2[h] >> (8 * c)) & 0xFFu, f1b, f2, is_big);
-            if (is_big) {
-#pragma unroll
-              for (int i = h; i < 8; i += 2) a[8 * c + i] = mul_bf16x2(a[8 * c + i], f2);
-            }
+            for (int i = h; i < 8; i += 2) a[i] = mul_bf16x2(a[i], f2);
           }
+        }
       }
     };
-    // One wgmma group per slice: four m64nBMk16 steps, then wait until only
-    // this group is in flight (the previous slice's retired: its slot is free).
-    auto mma_slice = [&](int slot, const u32 (&a)[16]) {
+    auto mma_half = [&](int slot, int c, const u32 (&a)[8]) {
       ws_wgmma_fence();
       const u64 desc = ws_desc_sw128(x_ring + slot * L::kXBytes);
 #pragma unroll
-      for (int k16 = 0; k16 < 4; ++k16) {
-        const u32 as[4] = {a[4 * k16], a[4 * k16 + 1], a[4 * k16 + 2], a[4 * k16 + 3]};
-        wgmma_m64k16_rs<BM>(acc, as, desc + 2 * k16);
+      for (int s = 0; s < 2; ++s) {
+        const u32 as[4] = {a[4 * s], a[4 * s + 1], a[4 * s + 2], a[4 * s + 3]};
+        wgmma_m64k16_rs<BM>(acc, as, desc + 2 * (2 * c + s));
       }
       ws_wgmma_commit();
-      ws_wgmma_wait<1>();
+      ws_wgmma_wait<1>();  // retires the group before this one
     };
 
-    // Two fragment sets, alternating between slices: a wgmma reads its A
-    // registers until it retires, so slice kt + 1 is built into the set that
-    // the retired group of slice kt - 1 read.
-    auto step = [&](int kt, u32 (&a)[16]) {
-      mbar_wait(full_bar + 8 * slot, phase);
-      build_slice(slot, kt, a);
-      mma_slice(slot, a);
-      if (pending >= 0) release(pending);  // the previous slice's group just retired
+    u32 a_lo[8], a_hi[8];
+    for (int kt = 0; kt < KT; ++kt, ++it) {
+      const int slot = it % STAGES;
+      mbar_wait(full_bar + 8 * slot, (it / STAGES) & 1);
+
+      build_half(slot, kt, 0, a_lo);
+      mma_half(slot, 0, a_lo);
+      if (pending >= 0) release(pending);  // its second half just retired
+      build_half(slot, kt, 1, a_hi);
+      mma_half(slot, 1, a_hi);
       pending = slot;
-      if (++slot == STAGES) {
-        slot = 0;
-        phase ^= 1;
-      }
-    };
-    u32 a0[16], a1[16];
-    for (int kt = 0; kt < KT; kt += 2) {
-      step(kt, a0);
-      if (kt + 1 < KT) step(kt + 1, a1);
     }
     ws_wgmma_wait<0>();
     if (pending >= 0) release(pending);
