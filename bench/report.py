@@ -22,6 +22,7 @@ import argparse
 import glob
 import json
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -283,6 +284,7 @@ def main():
     L.extend(wgrad_section(os.path.join(args.data, "wgrad")))
     L.extend(grouped_gemm_section(os.path.join(args.data, "grouped-gemm", "grouped.jsonl")))
     L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
+    L.extend(mxfp4_decode_tiles_section(os.path.join(args.data, "mxfp4-decode-tiles")))
     L.extend(serving_section(os.path.join(args.data, "serving")))
     L.extend(python_host_cost_section(os.path.join(args.data, "python-host-cost", "overhead.jsonl")))
 
@@ -510,6 +512,43 @@ def mxfp4_middle_range_section(path):
     L.append("")
     L.append("The default takes the warp-specialized kernel there for layers of at most 128 experts; DeepSeek-V3 "
              "(256 experts) stays on the activations-as-A kernel, which is faster for it.")
+    L.append("")
+    return L
+
+
+def mxfp4_decode_tiles_section(folder):
+    """MXFP4 decode buckets at 5 to 8 routed rows per expert hit: one n8 token tile per warp
+    task (nt1.jsonl, the default) against two (nt2.jsonl), moejit-run --json rows of one GPU
+    call, the two runs of each interleaved."""
+    paths = {nt: os.path.join(folder, f"nt{nt}.jsonl") for nt in (1, 2)}
+    if not all(os.path.exists(p) for p in paths.values()):
+        return []
+    times = {}
+    for nt, path in paths.items():
+        for r in read_jsonl(path):
+            if r.get("tool") == "moejit-run":
+                times.setdefault((r["model"], r["T"], nt), []).append(r["time_us"])
+    keys = sorted({(m, T) for m, T, _ in times}, key=lambda k: (k[0], k[1]))
+    span = lambda v: (fmt(min(v)) if fmt(min(v)) == fmt(max(v)) else f"{fmt(min(v))}-{fmt(max(v))}") if v else "-"
+    L = ["## MXFP4 decode at 5 to 8 routed rows per expert", ""]
+    L.append("The decode kernel (docs/kernels.md, \"Decode\") with one n8 token tile per warp task, the default "
+             "(an expert with more than 8 rows takes a second task), against two tiles per task "
+             "(the configuration `MOEJIT_GEMM_TUNE=decode.nt=2` selects; timed with a build that differs only in choosing it "
+             "there by default), in one GPU call: `moejit-run --model M --quant w4a16_mxfp4 "
+             "--tokens ... --iters 20 --check-tokens 0 --json F`, two runs of each interleaved. Layer us "
+             "(`time_us`, the range of the two runs); ratio = two tiles / one tile (> 1: one tile is faster). "
+             "The JSON lines are in docs/results-data/mxfp4-decode-tiles/.")
+    L.append("")
+    L.append("| model | T | rows per expert hit | one tile us | two tiles us | ratio |")
+    L.append("|---|---|---|---|---|---|")
+    for model, T in keys:
+        one, two = times.get((model, T, 1), []), times.get((model, T, 2), [])
+        rows = next((r for r in read_jsonl(paths[1]) if r.get("model") == model and r.get("T") == T), {})
+        hit = rows.get("experts_hit")
+        topk = {"gpt-oss-120b": 4, "qwen3-30b-a3b": 8, "mixtral-8x7b": 2, "deepseek-v3": 8}.get(model)
+        avg = fmt(T * topk / hit, 2) if hit and topk else "-"
+        ratio = fmt(statistics.median(two) / statistics.median(one), 2) if one and two else "-"
+        L.append(f"| {model} | {T} | {avg} | {span(one)} | {span(two)} | {ratio} |")
     L.append("")
     return L
 

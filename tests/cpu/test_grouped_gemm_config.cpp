@@ -79,6 +79,8 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
             }
           }
           if (c.kernel == ops::GemmKernel::mxfp4_decode) {
+            // One n8 token tile per warp task at every decode bucket (docs/kernels.md, "Decode").
+            if (!std::getenv("MOEJIT_GEMM_TUNE")) CHECK(c.nt == 1);
             CHECK(c.wn * c.kw == 4);
             CHECK(std::min(4, int((key.k + 255) / 256)) % c.kw == 0);  // kw divides the kernel's K segments
             // Staged activations: one token tile, every row a tile can hold
