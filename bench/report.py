@@ -483,7 +483,9 @@ def mxfp4_vs_triton_section(folder):
     L.append("floor = max(weight bytes of the experts hit / 4.23 TB/s, FLOPs / 782 TFLOP/s). The default runs the "
              "warp-specialized prefill kernel from 9 to 24 routed rows per expert hit (here T = 512) and where 192-row "
              "tiles fit the experts (here T >= 4096), the single-role wgmma kernels between them (docs/kernels.md); the two "
-             "columns differ only there.")
+             "columns differ only there. The T = 256 row (8 routed rows per expert hit) was timed with two token tiles "
+             "per decode task; the default takes one there, measured in its own call in "
+             "[MXFP4 decode at 5 to 8 routed rows per expert](#mxfp4-decode-at-5-to-8-routed-rows-per-expert).")
     L.append("")
     L.extend(mxfp4_middle_range_section(os.path.join(folder, "middle-range.jsonl")))
     return L
