@@ -14,7 +14,7 @@ Without --gpu (CPU tensors; where the layer compares CUDA device indices the CPU
   - one nanobind call (moejit.round_up_tokens).
 With --gpu: the gpt-oss-120b layer with random MXFP4 weights, prewarmed, for each T, the median
 host time of MoeLayer.run(out=...) (Python) and of C++ MoeLayer::run (MoeLayer.core.host_time_us,
-the same call made from C++), each measured in the same conditions:
+the same call made from C++), each measured in the conditions below:
   - idle: every sample starts from an idle GPU, launches one untimed layer call, waits for it
     with WAIT (below), busy-waits SETTLE_US (or not: "immediate"), then times one call, then
     waits for it untimed. WAIT is either the stream synchronize of the moejit driver wrapper
@@ -191,7 +191,7 @@ def gpu_part(tokens, iters: int, emit) -> bool:
             """As a C++ program: the wait made in C++ too (cuStreamSynchronize, or cuCtxSynchronize for
             torch's wait), then settle, time one call, synchronize."""
             run()
-            return layer.core.host_time_us(*args, 1, True, settle_us, False, CPP_WAIT[wname])[0]
+            return layer.core.host_time_us(*args, 1, False, settle_us, True, CPP_WAIT[wname])[0]
         for i in range(iters):  # interleaved, so that a drift of the machine touches all alike
             for wname, wait in waits.items():
                 for cond, settle_us in (("settled", SETTLE_US), ("immediate", 0.0)):

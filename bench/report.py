@@ -38,6 +38,19 @@ MODE_ORDER = ["w4a16_mxfp4", "bf16", "mxfp8", "fp8_per_token"]
 KIND_ORDER = ["layer", "gate_up", "down", "wgrad_gate_up"]
 MODEL_ORDER = ["gpt-oss-120b", "qwen3-30b-a3b", "deepseek-v3", "mixtral-8x7b"]
 # H200 ceilings measured with the same method, used only when a run measured none.
+def model_top_k():
+    """Routes per token of each model in models/<name>/config.json (num_experts_per_tok)."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
+    out = {}
+    for path in glob.glob(os.path.join(root, "*", "config.json")):
+        with open(path) as f:
+            k = json.load(f).get("num_experts_per_tok")
+        if k:
+            out[os.path.basename(os.path.dirname(path))] = int(k)
+    return out
+
+
+TOP_K = model_top_k()
 FALLBACK = {"copy_TBps": 4.23, "bf16_mm_TFLOPs": 782.0, "fp8_mm_TFLOPs": 1446.0}
 
 
@@ -543,11 +556,11 @@ def mxfp4_decode_tiles_section(folder):
     L.append("")
     L.append("| model | T | rows per expert hit | one tile us | two tiles us | ratio |")
     L.append("|---|---|---|---|---|---|")
+    hits = {(r["model"], r["T"]): r.get("experts_hit") for r in read_jsonl(paths[1]) if r.get("tool") == "moejit-run"}
     for model, T in keys:
         one, two = times.get((model, T, 1), []), times.get((model, T, 2), [])
-        rows = next((r for r in read_jsonl(paths[1]) if r.get("model") == model and r.get("T") == T), {})
-        hit = rows.get("experts_hit")
-        topk = {"gpt-oss-120b": 4, "qwen3-30b-a3b": 8, "mixtral-8x7b": 2, "deepseek-v3": 8}.get(model)
+        hit = hits.get((model, T))
+        topk = TOP_K.get(model)
         avg = fmt(T * topk / hit, 2) if hit and topk else "-"
         ratio = fmt(statistics.median(two) / statistics.median(one), 2) if one and two else "-"
         L.append(f"| {model} | {T} | {avg} | {span(one)} | {span(two)} | {ratio} |")
@@ -572,7 +585,7 @@ def python_host_cost_section(path):
              "overhead.jsonl`): the gpt-oss-120b W4A16 MXFP4 layer, prewarmed, median host microseconds of "
              "`MoeLayer.run(x, topk_ids, topk_weights, out=out)` (Python; " + reads +
              f", torch {summary.get('torch', '?')}) and of the same `MoeLayer::run` made from C++ "
-             "(`MoeLayer.core.host_time_us`), both timed in the same conditions. Back to back: calls 2..8 of bursts "
+             "(`MoeLayer.core.host_time_us`). Back to back: calls 2..8 of bursts "
              "of eight made without synchronizing, as a serving loop enqueues layer after layer while the GPU runs "
              "the earlier ones. Idle: each sample launches one untimed layer call on an idle GPU, waits for it, "
              + (f"busy-waits {fmt(settle)} us (settled) or not (immediate), " if settle is not None else "")

@@ -205,10 +205,10 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // One n8 token tile per warp task, also at 5..8 rows per expert hit, where
     // an expert with more than 8 rows takes a second task (and streams its
     // weights again): two tiles per task (nt = 2) cost registers and resident
-    // warps. Layer us, nt = 2 -> 1 (moejit-run, H200, one call): gpt-oss-120b
-    // T = 160 1064 -> 821, 192 1090 -> 897, 256 1116 -> 1040; Qwen3-30B-A3B
-    // T = 96 224 -> 178, 128 232 -> 211; Mixtral-8x7B T = 24 468 -> 364, 32
-    // 488 -> 444; DeepSeek-V3 T = 192 3403 -> 2732, 256 3539 -> 3340.
+    // warps. Layer us, nt = 2 -> 1 (moejit-run, H200; docs/results.md, "MXFP4
+    // decode at 5 to 8 routed rows per expert"): gpt-oss-120b T = 160 1068-1072
+    // -> 817, 256 1124-1129 -> 1029-1030; Qwen3-30B-A3B T = 96 225-228 ->
+    // 178-179; Mixtral-8x7B T = 24 473-474 -> 366.
     c.nt = 1;
     c.depth = 1;
     const std::uint64_t want_warps = 32 * kSmCount;
