@@ -37,6 +37,14 @@ def test_run_before_set_weights():
         l.run_ptr(1, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
+def test_host_time_us_names_an_unknown_wait_before_anything_else():
+    # The wait kind is checked first: no weights, no GPU needed to see the error.
+    with pytest.raises(moejit.InvalidArgument, match="wait: expected 'stream' or 'context', got 'device'"):
+        layer().host_time_us(1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, wait="device")
+    with pytest.raises(moejit.InvalidArgument, match="set_weights"):
+        layer().host_time_us(1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, wait="context")
+
+
 def test_run_step_names_unknown_steps():
     with pytest.raises(moejit.InvalidArgument, match="step.*'shuffle'"):
         layer().run_step("shuffle", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
