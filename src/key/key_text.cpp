@@ -138,7 +138,7 @@ SpecKey parse_key(std::string_view text) {
       std::string names;
       for (auto n : kFieldNames) names += (names.empty() ? "" : ", ") + std::string(n);
       // Why the hint: text written before key version 2 spells the token bucket "m".
-      const std::string hint = name == "m" ? "; key version 1 text: the token bucket is 'tokens' now" : "";
+      const std::string hint = name == "m" ? "; key version 1 text: key version 2 names the token bucket 'tokens'" : "";
       throw InvalidArgument("specialization key: unknown field " + quoted(name) + " (value " +
                             quoted(value) + "; fields: " + names + hint + ")");
     }
