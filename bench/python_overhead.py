@@ -217,9 +217,10 @@ def gpu_part(tokens, iters: int, emit) -> bool:
         for cond in ["b2b"] + [f"{w}_{c}" for w in waits for c in ("settled", "immediate")]:
             row[f"run_minus_cpp_{cond}_us"] = round(med[f"run_{cond}"] - med[f"cpp_{cond}"], 2)
             # The target's baseline: the C++ call as a C++ program makes it (its own wait when idle).
-            base = "cpp_b2b" if cond == "b2b" else f"cppown_{cond}"
-            d = med[f"run_{cond}"] - med[base]
-            if cond != "b2b":
+            if cond == "b2b":
+                d = med["run_b2b"] - med["cpp_b2b"]
+            else:
+                d = med[f"run_{cond}"] - med[f"cppown_{cond}"]
                 row[f"run_minus_cppown_{cond}_us"] = round(d, 2)
             if d > 5.0:
                 ok = False
