@@ -11,7 +11,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +34,50 @@ namespace moejit::python {
 namespace {
 
 using OptArray = std::optional<AnyArray>;
+
+// Call stamps: while enabled (_stamp_layer_calls), each layer launch made
+// through this module (run, run_ptr, TorchLayerCall) records, in the calling
+// thread, four steady_clock times (ns): entry (the binding's C++ entered, its
+// arguments converted), start and end (around the C++ MoeLayer::run, the GIL
+// released), exit (the GIL held again, about to return to Python).
+// _last_layer_call_ns returns them. A benchmark reads them after a call it
+// timed from Python, so that what the Python path adds over the C++ call is
+// measured inside one call, piece by piece. steady_clock is CLOCK_MONOTONIC on
+// Linux, the clock of Python's time.perf_counter_ns and time.monotonic_ns.
+std::atomic<bool> g_stamp_calls{false};
+thread_local std::int64_t t_call_ns[4] = {0, 0, 0, 0};
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One layer launch from Python: MoeLayer::run with the GIL released, stamped
+// while stamps are enabled. Construct it first thing in the binding (entry).
+class PythonLaunch {
+ public:
+  PythonLaunch() : on_(g_stamp_calls.load(std::memory_order_relaxed)), entry_(on_ ? steady_ns() : 0) {}
+
+  void run(const MoeLayer& layer, const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
+    std::int64_t start = 0, end = 0;
+    {
+      nb::gil_scoped_release release;
+      if (on_) start = steady_ns();
+      layer.run(w, a, stream);
+      if (on_) end = steady_ns();
+    }
+    if (on_) {
+      t_call_ns[0] = entry_;
+      t_call_ns[1] = start;
+      t_call_ns[2] = end;
+      t_call_ns[3] = steady_ns();
+    }
+  }
+
+ private:
+  bool on_;
+  std::int64_t entry_;
+};
 
 struct Layer {
   Layer(Runtime& rt, const MoeLayerShape& s, QuantMode q, WeightScale w, Target t)
@@ -171,6 +217,7 @@ struct TorchLayerCall {
 
   // False (nothing launched) when a tensor is not what the layer takes.
   bool operator()(nb::handle x, nb::handle ids, nb::handle gamma, nb::handle out, std::uintptr_t stream) const {
+    const PythonLaunch launch;
     const auto& s = layer->layer.shape();
     TorchLayerArgs t;
     const ReadResult r = read_layer_args(x.ptr(), ids.ptr(), gamma.ptr(), out.ptr(), s.hidden, s.top_k, max_tokens,
@@ -180,8 +227,7 @@ struct TorchLayerCall {
     const MoeWeights& w = layer->checked_weights();
     const MoeLayerArgs a = raw_args(static_cast<std::uint32_t>(t.tokens), t.x, t.x_row_stride, t.topk_ids,
                                     t.topk_weights, t.out, t.out_row_stride, workspace, workspace_bytes);
-    nb::gil_scoped_release release;
-    layer->layer.run(w, a, to_stream(stream));
+    launch.run(layer->layer, w, a, to_stream(stream));
     return true;
   }
 };
@@ -189,6 +235,20 @@ struct TorchLayerCall {
 }  // namespace
 
 void bind_layer(nb::module_& m) {
+  m.def(
+      "_stamp_layer_calls", [](bool enabled) { g_stamp_calls.store(enabled, std::memory_order_relaxed); },
+      "enabled"_a,
+      "Whether each layer launch made through this module (MoeLayer.run, run_ptr, TorchLayerCall) records\n"
+      "its host times (_last_layer_call_ns). Off by default: a benchmark's switch (four clock reads per call\n"
+      "while on).");
+  m.def(
+      "_last_layer_call_ns",
+      [] { return nb::make_tuple(t_call_ns[0], t_call_ns[1], t_call_ns[2], t_call_ns[3]); },
+      "(entry, start, end, exit) of this thread's last stamped layer launch, in ns of steady_clock\n"
+      "(CLOCK_MONOTONIC on Linux: time.perf_counter_ns() and time.monotonic_ns() read the same clock):\n"
+      "the binding entered (arguments converted), the C++ MoeLayer::run started and ended (GIL released),\n"
+      "the GIL held again before returning; zeros before the first. _steady_clock_ns reads that clock.");
+  m.def("_steady_clock_ns", &steady_ns, "steady_clock now, ns (the clock of _last_layer_call_ns).");
   m.def(
       "_set_torch_dtypes",
       [](nb::handle bf16, nb::handle i32, nb::handle f32) { set_torch_dtypes(bf16.ptr(), i32.ptr(), f32.ptr()); },
@@ -270,10 +330,10 @@ void bind_layer(nb::module_& m) {
           "run",
           [](const Layer& l, const AnyArray& x, const AnyArray& ids, const AnyArray& gamma, const AnyArray& out,
              const AnyArray& ws, std::uintptr_t stream) {
+            const PythonLaunch launch;
             const MoeWeights& w = l.checked_weights();
             const MoeLayerArgs a = l.args_of(x, ids, gamma, out, ws);
-            nb::gil_scoped_release release;
-            l.layer.run(w, a, to_stream(stream));
+            launch.run(l.layer, w, a, to_stream(stream));
           },
           "x"_a, "topk_ids"_a, "topk_weights"_a, "out"_a, "workspace"_a, "stream"_a = 0,
           "The whole layer on `stream` (an integer CUstream; 0 = the legacy default stream):\n"
@@ -286,9 +346,9 @@ void bind_layer(nb::module_& m) {
           [](const Layer& l, std::uint32_t T, std::uintptr_t x, std::int64_t xs, std::uintptr_t ids,
              std::uintptr_t gamma, std::uintptr_t out, std::int64_t os, std::uintptr_t ws, std::size_t ws_bytes,
              std::uintptr_t stream) {
+            const PythonLaunch launch;
             const MoeWeights& w = l.checked_weights();
-            nb::gil_scoped_release release;
-            l.layer.run(w, raw_args(T, x, xs, ids, gamma, out, os, ws, ws_bytes), to_stream(stream));
+            launch.run(l.layer, w, raw_args(T, x, xs, ids, gamma, out, os, ws, ws_bytes), to_stream(stream));
           },
           "num_tokens"_a, "x"_a, "x_row_stride"_a, "topk_ids"_a, "topk_weights"_a, "out"_a, "out_row_stride"_a,
           "workspace"_a, "workspace_bytes"_a, "stream"_a,

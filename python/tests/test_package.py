@@ -93,3 +93,17 @@ def test_log_level_round_trips_and_rejects_unknown_names():
         assert moejit.log_level() == "off"  # a rejected name changes nothing
     finally:
         moejit.set_log_level(before)
+
+
+def test_call_stamps_read_the_clock_of_perf_counter_ns():
+    # bench/python_overhead.py subtracts the C++ call's stamps from a Python call
+    # timed with time.perf_counter_ns: both must read one clock.
+    import time
+    from moejit import _moejit
+    for _ in range(50):
+        a = time.perf_counter_ns()
+        b = _moejit._steady_clock_ns()
+        c = time.perf_counter_ns()
+        assert a <= b <= c
+    entry, start, end, exit_ = _moejit._last_layer_call_ns()
+    assert entry <= start <= end <= exit_  # zeros before any stamped launch in this thread

@@ -81,6 +81,30 @@ def test_op_equals_the_direct_call_and_dlpack_path(gpt_oss_20b):
     assert torch.equal(direct.view(torch.int16), via_dlpack.view(torch.int16))
 
 
+def test_call_stamps_bracket_the_cpp_call_inside_a_python_call(gpt_oss_20b):
+    import time
+    layer, _ = gpt_oss_20b
+    x, ids, gamma = random_inputs(layer, 64, seed=11)
+    out = torch.empty((64, layer.shape.hidden), dtype=torch.bfloat16, device=DEV)
+    core = moejit._moejit
+    layer.run(x, ids, gamma, out=out)
+    core._stamp_layer_calls(True)
+    try:
+        for call in (lambda: layer.run(x, ids, gamma, out=out),
+                     lambda: layer.core.run(x, ids, gamma, out, layer.workspace, mt.current_stream(DEV))):
+            t0 = time.perf_counter_ns()
+            call()
+            t1 = time.perf_counter_ns()
+            entry, c0, c1, exit_ = core._last_layer_call_ns()
+            assert t0 < entry <= c0 < c1 <= exit_ < t1
+    finally:
+        core._stamp_layer_calls(False)
+    before = core._last_layer_call_ns()
+    layer.run(x, ids, gamma, out=out)  # stamps off: nothing recorded
+    assert core._last_layer_call_ns() == before
+    torch.cuda.synchronize()
+
+
 def test_steps_as_ops_equal_the_whole_layer(gpt_oss_20b):
     layer, _ = gpt_oss_20b
     x, ids, gamma = random_inputs(layer, 512, seed=9)
