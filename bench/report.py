@@ -578,6 +578,7 @@ def python_host_cost_section(path):
         return []
     summary = next((r for r in read_jsonl(path) if r.get("what") == "gpu_summary"), {})
     settle = rows[0].get("settle_us")
+    paired = any("paired_b2b_us" in r for r in rows)
     L = ["## Host time of a layer call from Python", ""]
     reads = ("each tensor read in one C call through torch's DLPack exchange API" if summary.get("dlpack_exchange")
              else "each tensor read through its Python attributes (this torch has no DLPack exchange API)")
@@ -592,7 +593,8 @@ def python_host_cost_section(path):
              + "then times one call; the wait is the stream synchronize (`moejit.device.synchronize(stream)`, "
              "cuStreamSynchronize) or `torch.cuda.synchronize()` (cudaDeviceSynchronize). The C++ call is timed "
              "twice there: as a C++ program makes it, the wait made in C++ too (cuStreamSynchronize, or "
-             "cuCtxSynchronize for torch's wait: the target's baseline), and after the same wait made from Python "
+             "cuCtxSynchronize for torch's wait" + ("" if paired else ": the target's baseline") +
+             "), and after the same wait made from Python "
              "(in parentheses). `run_ptr` is the bare binding (addresses as integers) and `forward()` and "
              "`torch.ops.moejit.moe_layer` allocate `out`, each immediate after the stream synchronize; check is the "
              "Python path's own work in a loop (the tensor checks in C++ and the stream query). The JSON lines are in "
@@ -601,7 +603,6 @@ def python_host_cost_section(path):
     conds = [("b2b", "back to back")]
     conds += [(f"{w}_{c}", f"{wn}, {c}") for w, wn in (("stream", "stream sync"), ("torch", "torch sync"))
               for c in ("settled", "immediate")]
-    paired = any("paired_b2b_us" in r for r in rows)
     if paired:
         L.append("What the Python path adds, measured inside each call (the target's measure): every timed "
                  "`MoeLayer.run` also records the host time of the C++ `MoeLayer::run` inside it "
@@ -670,6 +671,32 @@ def python_host_cost_section(path):
              f"adds {span(ptrs)} over C++. `forward()` adds the allocation of `out` (torch.empty); the dispatcher "
              "path (`torch.ops`) is what `torch.compile` emits, where CUDA graphs take the host out of the step.")
     L.append("")
+    here = [r[f"inner_{c}_us"] for r in rows for c, _ in conds if f"inner_{c}_us" in r]
+    L.extend(python_host_cost_other_machines(path, conds, here))
+    return L
+
+
+def python_host_cost_other_machines(path, conds, here):
+    """One paragraph per further run of bench/python_overhead.py --gpu kept beside `path`
+    (overhead-*.jsonl: the same benchmark on another machine), with its paired verdict."""
+    L = []
+    for other in sorted(glob.glob(os.path.join(os.path.dirname(path), "overhead-*.jsonl"))):
+        rows = [r for r in read_jsonl(other) if r.get("what") == "gpu"]
+        summary = next((r for r in read_jsonl(other) if r.get("what") == "gpu_summary"), {})
+        paired = [r[f"paired_{c}_us"] for r in rows for c, _ in conds if f"paired_{c}_us" in r]
+        inner = [r[f"inner_{c}_us"] for r in rows for c, _ in conds if f"inner_{c}_us" in r]
+        if not paired:
+            continue
+        verdict = "met" if summary.get("ok") else "not met: " + ", ".join(summary.get("misses", []))
+        by_t = "; ".join(
+            f"T = {r['T']}: {fmt(min(r[f'paired_{c}_us'] for c, _ in conds if f'paired_{c}_us' in r), 2)}-"
+            f"{fmt(max(r[f'paired_{c}_us'] for c, _ in conds if f'paired_{c}_us' in r), 2)} us"
+            for r in rows)
+        here_span = f" (above: {fmt(min(here))}-{fmt(max(here))} us)" if here else ""
+        L.append(f"The same benchmark on another H200 machine (`{os.path.basename(other)}` beside it): Python - C++ "
+                 f"inside one call {by_t}; target {verdict}. There the C++ call itself took "
+                 f"{fmt(min(inner))}-{fmt(max(inner))} us (medians){here_span}.")
+        L.append("")
     return L
 
 

@@ -56,7 +56,12 @@ std::int64_t steady_ns() {
 // while stamps are enabled. Construct it first thing in the binding (entry).
 class PythonLaunch {
  public:
-  PythonLaunch() : on_(g_stamp_calls.load(std::memory_order_relaxed)), entry_(on_ ? steady_ns() : 0) {}
+  // While stamps are on, the thread's stamps are cleared first: a launch that
+  // raises or launches nothing leaves zeros, never the previous launch's times.
+  PythonLaunch() : on_(g_stamp_calls.load(std::memory_order_relaxed)), entry_(on_ ? steady_ns() : 0) {
+    if (on_)
+      for (std::int64_t& t : t_call_ns) t = 0;
+  }
 
   void run(const MoeLayer& layer, const MoeWeights& w, const MoeLayerArgs& a, CUstream stream) const {
     std::int64_t start = 0, end = 0;
@@ -239,15 +244,16 @@ void bind_layer(nb::module_& m) {
       "_stamp_layer_calls", [](bool enabled) { g_stamp_calls.store(enabled, std::memory_order_relaxed); },
       "enabled"_a,
       "Whether each layer launch made through this module (MoeLayer.run, run_ptr, TorchLayerCall) records\n"
-      "its host times (_last_layer_call_ns). Off by default: a benchmark's switch (four clock reads per call\n"
-      "while on).");
+      "its host times (_last_layer_call_ns, per thread). One switch for the process, off by default: a\n"
+      "benchmark hook (four clock reads per call while on).");
   m.def(
       "_last_layer_call_ns",
       [] { return nb::make_tuple(t_call_ns[0], t_call_ns[1], t_call_ns[2], t_call_ns[3]); },
       "(entry, start, end, exit) of this thread's last stamped layer launch, in ns of steady_clock\n"
       "(CLOCK_MONOTONIC on Linux: time.perf_counter_ns() and time.monotonic_ns() read the same clock):\n"
       "the binding entered (arguments converted), the C++ MoeLayer::run started and ended (GIL released),\n"
-      "the GIL held again before returning; zeros before the first. _steady_clock_ns reads that clock.");
+      "the GIL held again before returning. Zeros before the thread's first stamped launch, and after a\n"
+      "stamped call that raised or launched nothing. _steady_clock_ns reads that clock. A benchmark hook.");
   m.def("_steady_clock_ns", &steady_ns, "steady_clock now, ns (the clock of _last_layer_call_ns).");
   m.def(
       "_set_torch_dtypes",
