@@ -664,6 +664,8 @@ def python_host_cost_section(path):
     L.append(f"Target (Python - C++ <= 5 us at every T in every condition, {measure}): "
              f"{verdict} (the differences span "
              f"{span(diffs)})." + (
+                 f" Every Python-side figure includes the stamps' four clock reads ({fmt(summary['clock_read_ns'])} ns "
+                 "each, read from Python)." if paired and summary.get("clock_read_ns") is not None else "") + (
                  f" As separate calls the medians differ by {span(separate)}; the C++ call made from Python "
                  f"against the same call made by the C++ program (medians): {span(inflation)}." if paired else "")
              + f" The check column (the Python path's own work, in a loop) spans {span(checks)}; the "
