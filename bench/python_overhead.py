@@ -49,6 +49,7 @@ One JSON object per measurement on stdout (and in --json FILE).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -326,6 +327,10 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=0, help="calls per measurement (default 200000 CPU, 200 GPU)")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
+    if importlib.util.find_spec("torch") is None:
+        print("python_overhead: needs torch (a CPU build is enough without --gpu); moejit itself does not",
+              file=sys.stderr)
+        return 2
     rows = []
 
     def emit(d):
