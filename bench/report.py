@@ -568,6 +568,11 @@ def mxfp4_decode_tiles_section(folder):
     return L
 
 
+def cond_values(rows, conds, key):
+    """The values of f"{key}_{c}_us" over the rows and conditions c where they are present."""
+    return [r[f"{key}_{c}_us"] for r in rows for c, _ in conds if f"{key}_{c}_us" in r]
+
+
 def python_host_cost_section(path):
     """Host time of one layer call from Python (moejit.torch.MoeLayer.run) against the same call
     from C++, from bench/python_overhead.py --gpu (scripts/python-gpu-tests.sh runs it)."""
@@ -621,7 +626,7 @@ def python_host_cost_section(path):
                   ("return", "the return to Python")]
         spans = []
         for key, what in pieces:
-            v = [r[f"{key}_{c}_us"] for r in rows for c, _ in conds if f"{key}_{c}_us" in r]
+            v = cond_values(rows, conds, key)
             if v:
                 spans.append(f"{what} {fmt(min(v), 2)}-{fmt(max(v), 2)} us")
         if spans:
@@ -652,10 +657,9 @@ def python_host_cost_section(path):
         target_key = lambda r, c: (f"run_minus_cppown_{c}_us" if f"run_minus_cppown_{c}_us" in r
                                    else f"run_minus_cpp_{c}_us")
     diffs = [r[target_key(r, c)] for r in rows for c, _ in conds if target_key(r, c) in r]
-    separate = [r[f"run_minus_cppown_{c}_us" if c != "b2b" else f"run_minus_cpp_{c}_us"]
-                for r in rows for c, _ in conds
-                if (f"run_minus_cppown_{c}_us" if c != "b2b" else f"run_minus_cpp_{c}_us") in r]
-    inflation = [r[f"inner_minus_cppown_{c}_us"] for r in rows for c, _ in conds if f"inner_minus_cppown_{c}_us" in r]
+    separate = (cond_values(rows, conds[:1], "run_minus_cpp") +  # back to back
+                cond_values(rows, conds[1:], "run_minus_cppown"))  # idle: the C++ program's call
+    inflation = cond_values(rows, conds, "inner_minus_cppown")
     checks = [r["args_us"] for r in rows if "args_us" in r]
     ptrs = [r["ptr_minus_cpp_us"] for r in rows if "ptr_minus_cpp_us" in r]
     span = lambda v: (f"{fmt(min(v), 2)}{'-' if min(v) >= 0 else ' to '}{fmt(max(v), 2)} us") if v else "-"
@@ -673,8 +677,7 @@ def python_host_cost_section(path):
              f"adds {span(ptrs)} over C++. `forward()` adds the allocation of `out` (torch.empty); the dispatcher "
              "path (`torch.ops`) is what `torch.compile` emits, where CUDA graphs take the host out of the step.")
     L.append("")
-    here = [r[f"inner_{c}_us"] for r in rows for c, _ in conds if f"inner_{c}_us" in r]
-    L.extend(python_host_cost_other_machines(path, conds, here))
+    L.extend(python_host_cost_other_machines(path, conds, cond_values(rows, conds, "inner")))
     return L
 
 
@@ -685,15 +688,12 @@ def python_host_cost_other_machines(path, conds, here):
     for other in sorted(glob.glob(os.path.join(os.path.dirname(path), "overhead-*.jsonl"))):
         rows = [r for r in read_jsonl(other) if r.get("what") == "gpu"]
         summary = next((r for r in read_jsonl(other) if r.get("what") == "gpu_summary"), {})
-        paired = [r[f"paired_{c}_us"] for r in rows for c, _ in conds if f"paired_{c}_us" in r]
-        inner = [r[f"inner_{c}_us"] for r in rows for c, _ in conds if f"inner_{c}_us" in r]
-        if not paired:
+        inner = cond_values(rows, conds, "inner")
+        if not cond_values(rows, conds, "paired"):
             continue
         verdict = "met" if summary.get("ok") else "not met: " + ", ".join(summary.get("misses", []))
-        by_t = "; ".join(
-            f"T = {r['T']}: {fmt(min(r[f'paired_{c}_us'] for c, _ in conds if f'paired_{c}_us' in r), 2)}-"
-            f"{fmt(max(r[f'paired_{c}_us'] for c, _ in conds if f'paired_{c}_us' in r), 2)} us"
-            for r in rows)
+        by_t = "; ".join(f"T = {r['T']}: {fmt(min(v), 2)}-{fmt(max(v), 2)} us"
+                         for r in rows for v in [cond_values([r], conds, "paired")])
         here_span = f" (above: {fmt(min(here))}-{fmt(max(here))} us)" if here else ""
         L.append(f"The same benchmark on another H200 machine (`{os.path.basename(other)}` beside it): Python - C++ "
                  f"inside one call {by_t}; target {verdict}. There the C++ call itself took "
