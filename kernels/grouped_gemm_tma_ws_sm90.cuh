@@ -533,15 +533,27 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
       }
     }
     int pending = -1;  // slot whose wgmma group is still in flight
+    // The ring position `it` as slot and round parity, advanced per slice
+    // (no division in the loop), and slot 0's descriptors: a slot's are
+    // slot 0's plus the slot's offset in the address field (16-byte units).
+    int slot = it % STAGES;
+    u32 phase = (u32)(it / STAGES) & 1u;
+    const u64 da0 = ws_desc_sw128(x_ring + wg * 64 * 128), db0 = ws_desc_sw128(w_ring);
+    // e4m3 per token: every promotion adds its partial sum to acc, which
+    // starts at zero (an add of each group, with no first-group select).
+    if constexpr (PROMOTE)
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     for (int kt = 0; kt < KT && !(MX && active); ++kt, ++it) {
-      const int slot = it % STAGES;
-      mbar_wait(full_bar + 8 * slot, (it / STAGES) & 1);
+      mbar_wait(full_bar + 8 * slot, phase);
+      const int cur = slot;
+      if (++slot == STAGES) slot = 0, phase ^= 1u;
       if (MX || !active) {  // (an active MXFP8 warpgroup ran its K loop above)
-        release(slot);
+        release(cur);
         continue;
       }
-      const u64 da = ws_desc_sw128(x_ring + slot * L::kXBytes + wg * 64 * 128);
-      const u64 db = ws_desc_sw128(w_ring + slot * L::kWBytes);
+      const u64 da = da0 + (u64)(cur * (L::kXBytes >> 4));
+      const u64 db = db0 + (u64)(cur * (L::kWBytes >> 4));
       // e4m3: a promotion group is PROMOTE_SLICES consecutive slices; its
       // first wgmma starts a fresh partial sum.
       const bool group_start = kt % PROMOTE_SLICES == 0;
@@ -559,13 +571,13 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
         ws_fence_operands(part);
         if (pending >= 0) release(pending);
         pending = -1;
-        release(slot);
+        release(cur);
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[i] = kt < PROMOTE_SLICES ? part[i] : acc[i] + part[i];
+        for (int i = 0; i < BN / 2; ++i) acc[i] += part[i];
       } else {
         ws_wgmma_wait<1>();  // retires the group before this one
         if (pending >= 0) release(pending);
-        pending = slot;
+        pending = cur;
       }
     }
     ws_wgmma_wait<0>();
