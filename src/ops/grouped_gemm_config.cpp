@@ -215,12 +215,22 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     const std::uint64_t groups = (key.n + 15) / 16 * hit;  // 16-row weight groups over the experts hit
     const int steps = static_cast<int>((key.k + 255) / 256);  // 256-k super-steps
     const int kseg = std::min(steps, 4);  // the kernel's fixed K segments; kw divides it
-    // One 16-row group per warp: two groups (twice the registers in flight per
-    // warp) measured slower at T = 1 (gpt-oss gate_up 35.6 vs 28.4 us): fewer
-    // resident warps, and MW = 2 with NT >= 2 spills.
-    c.mw = 1;
+    // Weight groups per warp: two 16-row groups where the experts hit average
+    // more than 4 routed rows and the activations are not staged (one
+    // activation fragment load then serves twice the weights); one below
+    // (twice the registers in flight per warp, fewer resident warps) and with
+    // staging (80 registers). Layer us, mw = 1 -> 2 (moejit-run, H200, two
+    // runs each; docs/kernels.md, "Decode"): at 6-8 rows gpt-oss-120b T = 256
+    // 1033-1037 -> 966-972, Qwen3-30B-A3B T = 128 207-208 -> 194-196,
+    // Mixtral-8x7B T = 24 / 32 365-370 -> 349-350 / 447-450 -> 416-417,
+    // DeepSeek-V3 T = 192 2713-2757 -> 2524-2548; at 4 rows mixed (Qwen3
+    // 149-150 -> 143-146, Mixtral level, DeepSeek-V3 -5 %, gpt-oss-120b T = 128
+    // 798 against 771 in another run); below 4, gpt-oss-120b T = 8 / 64
+    // 183 -> 198 / 661-663 -> 695-696 and T = 1 gate_up 28.4 -> 35.6.
+    // MW = 2 with NT >= 2 spills.
+    c.mw = avg > 4 && staged_rows(key, c) == 0 ? 2 : 1;
     c.kw = 1;
-    while (c.kw < 4 && kseg % (c.kw * 2) == 0 && groups * c.kw < want_warps) c.kw *= 2;
+    while (c.kw < 4 && kseg % (c.kw * 2) == 0 && groups / c.mw * c.kw < want_warps) c.kw *= 2;
     c.wn = 4 / c.kw;
     // Staged activations (XS) take the x registers out of the loop; with them
     // ptxas fits the kernel in 80 registers without spilling, so 6 CTAs (24
@@ -243,6 +253,9 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
       c.kw = 2;
       c.wn = 2;
     }
+    // Two token tiles take one weight group per warp unless tuned (MW = 2
+    // with NT >= 2 spills).
+    if (tuning.decode.nt && *tuning.decode.nt >= 2 && !tuning.decode.mw) c.mw = 1;
     apply_tune(c, key, tuning);
     c.xs = c.xs != 0 ? staged_rows(key, c) : 0;
     // Six CTAs for the heuristic's 128-thread CTAs only: a tuned wider CTA
