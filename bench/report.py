@@ -583,7 +583,6 @@ def python_host_cost_section(path):
         return []
     summary = next((r for r in read_jsonl(path) if r.get("what") == "gpu_summary"), {})
     settle = rows[0].get("settle_us")
-    paired = any("paired_b2b_us" in r for r in rows)
     L = ["## Host time of a layer call from Python", ""]
     reads = ("each tensor read in one C call through torch's DLPack exchange API" if summary.get("dlpack_exchange")
              else "each tensor read through its Python attributes (this torch has no DLPack exchange API)")
@@ -598,8 +597,7 @@ def python_host_cost_section(path):
              + "then times one call; the wait is the stream synchronize (`moejit.device.synchronize(stream)`, "
              "cuStreamSynchronize) or `torch.cuda.synchronize()` (cudaDeviceSynchronize). The C++ call is timed "
              "twice there: as a C++ program makes it, the wait made in C++ too (cuStreamSynchronize, or "
-             "cuCtxSynchronize for torch's wait" + ("" if paired else ": the target's baseline") +
-             "), and after the same wait made from Python "
+             "cuCtxSynchronize for torch's wait), and after the same wait made from Python "
              "(in parentheses). `run_ptr` is the bare binding (addresses as integers) and `forward()` and "
              "`torch.ops.moejit.moe_layer` allocate `out`, each immediate after the stream synchronize; check is the "
              "Python path's own work in a loop (the tensor checks in C++ and the stream query). The JSON lines are in "
@@ -608,33 +606,32 @@ def python_host_cost_section(path):
     conds = [("b2b", "back to back")]
     conds += [(f"{w}_{c}", f"{wn}, {c}") for w, wn in (("stream", "stream sync"), ("torch", "torch sync"))
               for c in ("settled", "immediate")]
-    if paired:
-        L.append("What the Python path adds, measured inside each call (the target's measure): every timed "
-                 "`MoeLayer.run` also records the host time of the C++ `MoeLayer::run` inside it "
-                 "(`moejit._moejit._stamp_layer_calls`, steady_clock: the clock of `time.perf_counter_ns`), and a "
-                 "sample is the Python call's time minus that C++ call's time; median microseconds, the C++ "
-                 "call's median in parentheses.")
+    L.append("What the Python path adds, measured inside each call (the target's measure): every timed "
+             "`MoeLayer.run` also records the host time of the C++ `MoeLayer::run` inside it "
+             "(`moejit._moejit._stamp_layer_calls`, steady_clock: the clock of `time.perf_counter_ns`), and a "
+             "sample is the Python call's time minus that C++ call's time; median microseconds, the C++ "
+             "call's median in parentheses.")
+    L.append("")
+    L.append("| T | " + " | ".join(f"{name}: Python - C++ us" for _, name in conds) + " |")
+    L.append("|---|" + "---|" * len(conds))
+    for r in rows:
+        cells = " | ".join(f"{fmt(r.get(f'paired_{c}_us'), 2)} ({fmt(r.get(f'inner_{c}_us'))})" for c, _ in conds)
+        L.append(f"| {r['T']} | {cells} |")
+    L.append("")
+    pieces = [("enter", "Python to the binding's C++ (the method call, the stream query, argument conversion)"),
+              ("release", "the tensor checks and the GIL release"), ("reacquire", "the GIL taken back"),
+              ("return", "the return to Python")]
+    spans = []
+    for key, what in pieces:
+        v = cond_values(rows, conds, key)
+        if v:
+            spans.append(f"{what} {fmt(min(v), 2)}-{fmt(max(v), 2)} us")
+    if spans:
+        L.append("The idle samples' pieces (medians, every T and condition): " + "; ".join(spans) + ".")
         L.append("")
-        L.append("| T | " + " | ".join(f"{name}: Python - C++ us" for _, name in conds) + " |")
-        L.append("|---|" + "---|" * len(conds))
-        for r in rows:
-            cells = " | ".join(f"{fmt(r.get(f'paired_{c}_us'), 2)} ({fmt(r.get(f'inner_{c}_us'))})" for c, _ in conds)
-            L.append(f"| {r['T']} | {cells} |")
-        L.append("")
-        pieces = [("enter", "Python to the binding's C++ (the method call, the stream query, argument conversion)"),
-                  ("release", "the tensor checks and the GIL release"), ("reacquire", "the GIL taken back"),
-                  ("return", "the return to Python")]
-        spans = []
-        for key, what in pieces:
-            v = cond_values(rows, conds, key)
-            if v:
-                spans.append(f"{what} {fmt(min(v), 2)}-{fmt(max(v), 2)} us")
-        if spans:
-            L.append("The idle samples' pieces (medians, every T and condition): " + "; ".join(spans) + ".")
-            L.append("")
-        L.append("The same conditions as separate calls: medians of the Python calls and of the C++ calls, "
-                 "each call's time varying by more than the Python cost (the driver's launches):")
-        L.append("")
+    L.append("The same conditions as separate calls: medians of the Python calls and of the C++ calls, "
+             "each call's time varying by more than the Python cost (the driver's launches):")
+    L.append("")
     head = " | ".join(f"{name}: Python / C++ us | Python - C++" for _, name in conds)
     L.append(f"| T | {head} | `run_ptr` - C++ | check us | `forward()` back to back / immediate us | "
              "`torch.ops.moejit.moe_layer` us |")
@@ -651,12 +648,7 @@ def python_host_cost_section(path):
         L.append(f"| {r['T']} | {cells} | {fmt(r.get('ptr_minus_cpp_us'), 2)} | {fmt(r.get('args_us'), 2)} | "
                  f"{fmt(r.get('forward_b2b_us'))} / {fmt(r.get('forward_us'))} | {fmt(r.get('op_us'))} |")
     L.append("")
-    if paired:
-        target_key = lambda r, c: f"paired_{c}_us"
-    else:
-        target_key = lambda r, c: (f"run_minus_cppown_{c}_us" if f"run_minus_cppown_{c}_us" in r
-                                   else f"run_minus_cpp_{c}_us")
-    diffs = [r[target_key(r, c)] for r in rows for c, _ in conds if target_key(r, c) in r]
+    diffs = cond_values(rows, conds, "paired")
     separate = (cond_values(rows, conds[:1], "run_minus_cpp") +  # back to back
                 cond_values(rows, conds[1:], "run_minus_cppown"))  # idle: the C++ program's call
     inflation = cond_values(rows, conds, "inner_minus_cppown")
@@ -664,14 +656,13 @@ def python_host_cost_section(path):
     ptrs = [r["ptr_minus_cpp_us"] for r in rows if "ptr_minus_cpp_us" in r]
     span = lambda v: (f"{fmt(min(v), 2)}{'-' if min(v) >= 0 else ' to '}{fmt(max(v), 2)} us") if v else "-"
     verdict = "met" if summary.get("ok") else "not met: " + ", ".join(summary.get("misses", []))
-    measure = ("inside one call" if paired else "against the C++ program's call")
-    L.append(f"Target (Python - C++ <= 5 us at every T in every condition, {measure}): "
+    L.append("Target (Python - C++ <= 5 us at every T in every condition, inside one call): "
              f"{verdict} (the differences span "
              f"{span(diffs)})." + (
                  f" Every Python-side figure includes the stamps' four clock reads ({fmt(summary['clock_read_ns'])} ns "
-                 "each, read from Python)." if paired and summary.get("clock_read_ns") is not None else "") + (
-                 f" As separate calls the medians differ by {span(separate)}; the C++ call made from Python "
-                 f"against the same call made by the C++ program (medians): {span(inflation)}." if paired else "")
+                 "each, read from Python)." if summary.get("clock_read_ns") is not None else "") +
+             f" As separate calls the medians differ by {span(separate)}; the C++ call made from Python "
+             f"against the same call made by the C++ program (medians): {span(inflation)}."
              + f" The check column (the Python path's own work, in a loop) spans {span(checks)}; the "
              f"bare binding (`run_ptr`: the Python call, its integer arguments, the GIL released around the launch) "
              f"adds {span(ptrs)} over C++. `forward()` adds the allocation of `out` (torch.empty); the dispatcher "
