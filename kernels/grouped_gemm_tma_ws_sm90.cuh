@@ -34,9 +34,10 @@
 //     time (a release arrival: 256 arrivals per phase).
 //   warpgroups 1 and 2, the consumers: wait on the full mbarrier, issue four
 //     wgmma per slice (m64nBNk16 bf16 or m64nBNk32 e4m3) with both operands
-//     read by descriptor; bf16 keeps one wgmma group in flight and releases
-//     a slot on its empty mbarrier once the group that read it retired, e4m3
-//     also waits for the last slice's group of each promotion (below). A
+//     read by descriptor; each keeps one slice's wgmma group in flight and
+//     releases a slot on its empty mbarrier once the group that read it
+//     retired (FP8 per token as well: its promotions alternate between two
+//     partial sums, below; MXFP8 waits for every 32-K block). A
 //     consumer warpgroup whose 64 rows lie past the expert's last row issues
 //     no wgmma (it only passes the slots back). While the item's first three
 //     wgmma groups run, each warpgroup loads the item's biases and weight
@@ -72,16 +73,21 @@
 // role's code within its setmaxnreg budget. The consumers' 128 accumulators
 // (BN = 256) and the epilogue spill within 168, so the producer, whose only
 // per-thread copies are the activation rows, gives up 112 registers and the
-// consumers take 224 (the pool: 128 * (168 - 56) = 256 * (224 - 168); with 40
-// the producer spills a word).
+// consumers take 224 (the pool: 128 * (168 - 56) = 256 * (224 - 168)).
+// FP8 per token: the accumulator and two partial sums (192 registers) spill
+// a few words around the epilogue at 224, so the consumers take 232 and the
+// producer keeps 40 (128 * (168 - 40) = 256 * (232 - 168)).
 // MXFP8: the producer holds the slice's scale codes and their row addresses
 // (96 registers), the consumers the accumulator, one partial sum and the
 // scales (200).
 // FP8 accumulation: per token, the e4m3 wgmma of PROMOTE_SLICES consecutive
 // slices accumulate a fresh partial sum that the consumer adds to its fp32
 // accumulator (promotion every 128 * PROMOTE_SLICES K, in K order: the bits
-// stay a fixed-order sum); MXFP8 scales and adds one every 32 K. With
-// BN = 128 both register sets fit the consumers' budget.
+// stay a fixed-order sum). Consecutive groups alternate between two partial
+// sums, so a group's add runs while the next group's wgmma do and the
+// tensor cores never wait for a promotion; MXFP8 scales and adds one every
+// 32 K. With BN = 128 the three register sets (accumulator and two partial
+// sums, 192 registers; MXFP8: two sets) fit the consumers' budget.
 // Bits: each output element is a fixed-order sum over k of wgmma steps of its
 // own routed row and weight row: padding rows cannot change a real row.
 //
@@ -109,10 +115,12 @@ enum { kTmaWsScaleNone = 0, kTmaWsScaleExpert = 1, kTmaWsScaleChannel = 2, kTmaW
 // Register budgets per role (setmaxnreg; the CTA's pool: the consumers take
 // at most what the producer gives up).
 // MXFP8: the producer holds the slice's scale codes and their row addresses
-// (fewer than 96 spill); the consumers fit in 200.
-template <bool MX>
+// (fewer than 96 spill); the consumers fit in 200. FP8 per token (PROMOTE):
+// the consumers' three register sets of the promotion pairs need 232.
+template <bool MX, bool PROMOTE = false>
 struct TmaWsRegs {
-  static constexpr int kLaunch = 168, kProducer = MX ? 96 : 56, kConsumer = MX ? 200 : 224;
+  static constexpr int kLaunch = 168, kProducer = MX ? 96 : PROMOTE ? 40 : 56,
+                       kConsumer = MX ? 200 : PROMOTE ? 232 : 224;
   static_assert(128 * (kLaunch - kProducer) >= 256 * (kConsumer - kLaunch), "the consumers take what the producer releases");
 };
 
@@ -152,6 +160,9 @@ struct TmaWsLayout {
 // a NB + nb size + m is m-tile a + m of weight block nb. An expert's tiles
 // are BM rows apart from its first row (the routing kernel's tile list).
 constexpr int kTmaWsGroup = 8;
+// FP8 per token: promotion groups per run of the K loop (the consumer drains
+// its wgmma queue once per run; see the consumers).
+constexpr int kTmaWsPromoteRun = 2;
 struct TmaWsItem {
   int tile, nb, expert, row_begin, row_end;
 };
@@ -270,6 +281,7 @@ template <int ELEM, int SCALE, int BN, int STAGES, int ACT, int BIAS, bool GATHE
           bool K_TAIL, int PROMOTE_SLICES = 1>
 __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const GroupedGemmParams p, const __grid_constant__ TensorMap w_map) {
   constexpr bool MX = SCALE == kTmaWsScaleBlock;
+  constexpr bool PROMOTE = ELEM == kTmaWsE4m3 && !MX;  // FP8 per token: partial sums promoted on the CUDA cores
   using L = TmaWsLayout<BN, MX>;
   static_assert(BN == 128 || BN == 256, "BN: 128 or 256 weight rows");
   static_assert(STAGES >= 2, "a ring of at least two slices");
@@ -313,7 +325,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
 
   if (warp < 4) {
     // ---------------- producer ----------------
-    setmaxnreg_dec<TmaWsRegs<MX>::kProducer>();
+    setmaxnreg_dec<TmaWsRegs<MX, PROMOTE>::kProducer>();
     if (tid == 0) tma_prefetch(&w_map);
     const int unit = tid & 7, row0 = tid >> 3;  // 16-byte unit of a 128-byte row; rows row0 + 16 j
     int it = 0;
@@ -404,7 +416,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   }
 
   // ---------------- consumers ----------------
-  setmaxnreg_inc<TmaWsRegs<MX>::kConsumer>();
+  setmaxnreg_inc<TmaWsRegs<MX, PROMOTE>::kConsumer>();
   const int wg = (warp - 4) >> 2;        // consumer warpgroup: tile rows 64 wg .. 64 wg + 63
   const int wr16 = ((warp - 4) & 3) * 16;  // the warp's 16 rows inside them
   const int g = lane >> 2, q = lane & 3;
@@ -418,12 +430,12 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
   // sum) and is added to the fp32 accumulator on the CUDA cores. Without it
   // the float64 reference measured relative errors of 1.2e-2 on gpt-oss-120b
   // (K = 2880) and Mixtral (K = 14336) down projections; bf16 accumulates in place.
-  constexpr bool PROMOTE = ELEM == kTmaWsE4m3 && !MX;
   float acc[BN / 2];
   // MXFP8: each 32-block's product is a fresh partial sum in `part` too,
   // scaled on the CUDA cores by the block's activation-row and weight-row
   // scales into acc: acc = fma(part * sa, sw, acc), in K order (TmaWsMxLoop).
   float part[PROMOTE || MX ? BN / 2 : 1];
+  float part_b[PROMOTE ? BN / 2 : 1];  // FP8 per token: the other promotion group's partial sum
   int n_active = 0;  // items this warpgroup computed: the parity of its column-operand table
   for (int item = blockIdx.x; item < items; item += gridDim.x) {
     const TmaWsItem w = tma_ws_item<BM>(p, item, NB);
@@ -532,53 +544,118 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
         it += KT;
       }
     }
-    int pending = -1;  // slot whose wgmma group is still in flight
     // The ring position `it` as slot and round parity, advanced per slice
     // (no division in the loop), and slot 0's descriptors: a slot's are
     // slot 0's plus the slot's offset in the address field (16-byte units).
     int slot = it % STAGES;
     u32 phase = (u32)(it / STAGES) & 1u;
     const u64 da0 = ws_desc_sw128(x_ring + wg * 64 * 128), db0 = ws_desc_sw128(w_ring);
-    // e4m3 per token: every promotion adds its partial sum to acc, which
-    // starts at zero (an add of each group, with no first-group select).
-    if constexpr (PROMOTE)
+    int pending = -1;  // slot whose wgmma group is still in flight
+    if constexpr (PROMOTE) {
+      if (active) {
+        // e4m3 per token: a promotion group is PROMOTE_SLICES consecutive
+        // slices whose wgmma accumulate a fresh partial sum, added to acc
+        // (which starts at zero) once the group retired, in K order. The K
+        // loop runs in pairs of groups, the first into `part`, the second
+        // into `part_b`: the second group's first slice is issued before the
+        // first group's sum is added, so the tensor cores run it while the
+        // CUDA cores add, and the warpgroup drains its wgmma queue once per
+        // pair instead of once per group. A pair is straight-line code with
+        // nothing in flight at its end: ptxas serializes every wgmma of the
+        // kernel when it cannot prove that an accumulator read happens after
+        // the group that wrote it retired, which it cannot across a loop's
+        // back edge or a conditional commit. The slices past the last whole
+        // pair run a group at a time.
+        // (Zeroing the partial sums too tells the compiler that their last
+        // item's values are dead: a wgmma reads its accumulator operand even
+        // when it starts a fresh sum, so they would stay live, and spill,
+        // across the epilogue.)
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-    for (int kt = 0; kt < KT && !(MX && active); ++kt, ++it) {
+        for (int i = 0; i < BN / 2; ++i) acc[i] = part[i] = part_b[i] = 0.f;
+        // One slice: its four wgmma into dst (a fresh sum at a group's first
+        // slice), then, at the second group's first slice, `other` (the first
+        // group, retired by the wait) added to acc. Returns the slot.
+        auto slice = [&](int kt, float (&dst)[BN / 2], float (&other)[BN / 2], bool group_start, bool add_other,
+                         bool keep_one) {
+          mbar_wait(full_bar + 8 * slot, phase);
+          const int cur = slot;
+          if (++slot == STAGES) slot = 0, phase ^= 1u;
+          const u64 da = da0 + (u64)(cur * (L::kXBytes >> 4));
+          const u64 db = db0 + (u64)(cur * (L::kWBytes >> 4));
+          ws_wgmma_fence();
+#pragma unroll
+          for (int s = 0; s < 4; ++s) wgmma_m64k32_e4m3_ss<BN>(dst, da + 2 * s, db + 2 * s, !group_start || s > 0);
+          ws_wgmma_commit();
+          if (kt < 3) prefetch(kt);
+          if (keep_one) {
+            ws_wgmma_wait<1>();  // retires the previous slice
+            if (pending >= 0) release(pending);
+            pending = cur;
+          } else {
+            ws_wgmma_wait<0>();
+            if (pending >= 0) release(pending);
+            release(cur);
+            pending = -1;
+          }
+          if (add_other) {
+            ws_fence_operands(other);
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) acc[i] += other[i];
+          }
+        };
+        constexpr int RUN = kTmaWsPromoteRun * PROMOTE_SLICES;  // slices of a run of groups
+        const int kt_runs = KT / RUN * RUN;
+        for (int kt0 = 0; kt0 < kt_runs; kt0 += RUN) {
+#pragma unroll
+          for (int s = 0; s < RUN; ++s) {
+            const int g = s / PROMOTE_SLICES;
+            const bool first = s % PROMOTE_SLICES == 0;
+            if (g % 2 == 0) slice(kt0 + s, part, part_b, first, first && g > 0, s + 1 < RUN);
+            else slice(kt0 + s, part_b, part, first, first, s + 1 < RUN);
+          }
+          if constexpr (kTmaWsPromoteRun % 2 == 0) {
+            ws_fence_operands(part_b);
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) acc[i] += part_b[i];
+          } else {
+            ws_fence_operands(part);
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) acc[i] += part[i];
+          }
+        }
+        for (int kt = kt_runs; kt < KT; ++kt) {  // the last groups, one at a time
+          const bool group_end = (kt - kt_runs) % PROMOTE_SLICES == PROMOTE_SLICES - 1 || kt == KT - 1;
+          slice(kt, part, part_b, (kt - kt_runs) % PROMOTE_SLICES == 0, false, !group_end);
+          if (group_end) {
+            ws_fence_operands(part);
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) acc[i] += part[i];
+          }
+        }
+        it += KT;
+      }
+    }
+    for (int kt = 0; kt < KT && !((MX || PROMOTE) && active); ++kt, ++it) {
       mbar_wait(full_bar + 8 * slot, phase);
       const int cur = slot;
       if (++slot == STAGES) slot = 0, phase ^= 1u;
-      if (MX || !active) {  // (an active MXFP8 warpgroup ran its K loop above)
-        release(cur);
-        continue;
-      }
-      const u64 da = da0 + (u64)(cur * (L::kXBytes >> 4));
-      const u64 db = db0 + (u64)(cur * (L::kWBytes >> 4));
-      // e4m3: a promotion group is PROMOTE_SLICES consecutive slices; its
-      // first wgmma starts a fresh partial sum.
-      const bool group_start = kt % PROMOTE_SLICES == 0;
-      const bool group_end = kt % PROMOTE_SLICES == PROMOTE_SLICES - 1 || kt == KT - 1;
-      ws_wgmma_fence();
+      if constexpr (ELEM == kTmaWsBf16) {
+        if (active) {
+          const u64 da = da0 + (u64)(cur * (L::kXBytes >> 4));
+          const u64 db = db0 + (u64)(cur * (L::kWBytes >> 4));
+          ws_wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {  // 32 bytes of K per step: descriptor address + 2
-        if constexpr (PROMOTE) wgmma_m64k32_e4m3_ss<BN>(part, da + 2 * s, db + 2 * s, !group_start || s > 0);
-        else wgmma_m64k16_ss<BN>(acc, da + 2 * s, db + 2 * s, kt > 0 || s > 0);
+          for (int s = 0; s < 4; ++s)  // 32 bytes of K per step: descriptor address + 2
+            wgmma_m64k16_ss<BN>(acc, da + 2 * s, db + 2 * s, kt > 0 || s > 0);
+          ws_wgmma_commit();
+          if (kt < 3) prefetch(kt);
+          ws_wgmma_wait<1>();  // retires the group before this one
+          if (pending >= 0) release(pending);
+          pending = cur;
+          continue;
+        }
       }
-      ws_wgmma_commit();
-      if (kt < 3) prefetch(kt);  // (never MXFP8: its loop is TmaWsMxLoop)
-      if (PROMOTE && group_end) {
-        ws_wgmma_wait<0>();  // the group's partial sum is complete; the other warpgroup keeps the tensor cores busy
-        ws_fence_operands(part);
-        if (pending >= 0) release(pending);
-        pending = -1;
-        release(cur);
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[i] += part[i];
-      } else {
-        ws_wgmma_wait<1>();  // retires the group before this one
-        if (pending >= 0) release(pending);
-        pending = cur;
-      }
+      release(cur);  // an inactive warpgroup passes the slot back (an active e4m3 one ran its K loop above)
     }
     ws_wgmma_wait<0>();
     if (pending >= 0) release(pending);
