@@ -78,6 +78,12 @@ struct GroupedGemmParams {
   // MXFP8: E8M0 [rows of a, K/32], rows a_scale_row_stride bytes apart.
   const float* a_scales;
   long long a_scale_row_stride;
+  // TMA warp-specialized kernel: its work-item counter (one int the routing
+  // kernel zeroed: num_tiles[1] for gate_up, num_tiles[2] for down, in the
+  // allocation of the tile list's num_tiles), from which each CTA takes its
+  // next work item when it is done with one; null: CTA b takes items b,
+  // b + gridDim.x, ... (a static order).
+  int* item_counter;
 };
 
 struct CombineParams {
@@ -136,7 +142,7 @@ struct WgradParams {
 static_assert(sizeof(void*) == 8 && sizeof(long long) == 8, "64-bit pointers and long long");
 static_assert(sizeof(TileList) == 40, "TileList layout");
 static_assert(sizeof(RouteParams) == 176, "RouteParams layout");
-static_assert(sizeof(GroupedGemmParams) == 240, "GroupedGemmParams layout");
+static_assert(sizeof(GroupedGemmParams) == 248, "GroupedGemmParams layout");
 static_assert(sizeof(CombineParams) == 72, "CombineParams layout");
 static_assert(sizeof(f8::Fp8GemmParams) == 144, "Fp8GemmParams layout");
 static_assert(sizeof(wg::WgradParams) == 88, "WgradParams layout");
@@ -148,7 +154,8 @@ static_assert(__builtin_offsetof(RouteParams, tiles) == 40 && __builtin_offsetof
 static_assert(__builtin_offsetof(GroupedGemmParams, n) == 112 && __builtin_offsetof(GroupedGemmParams, tiles_ready) == 136 &&
                   __builtin_offsetof(GroupedGemmParams, topk_ids) == 144 &&
                   __builtin_offsetof(GroupedGemmParams, route_tiles) == 184 &&
-                  __builtin_offsetof(GroupedGemmParams, a_scale_row_stride) == 232,
+                  __builtin_offsetof(GroupedGemmParams, a_scale_row_stride) == 232 &&
+                  __builtin_offsetof(GroupedGemmParams, item_counter) == 240,
               "GroupedGemmParams layout");
 static_assert(__builtin_offsetof(CombineParams, route_row) == 32 && __builtin_offsetof(CombineParams, num_tokens) == 64,
               "CombineParams layout");

@@ -115,13 +115,16 @@ struct MoeWorkspaceView {
                                  // routes on the MXFP4 decode kernels, by gate_up itself, which
                                  // routes topk_ids and rewrites these in route order): int32
                                  // tile_expert, tile_row_begin, tile_row_end [max m-tiles] and
-                                 // int32 num_tiles [1]. When both GEMMs use the same m-tile height
+                                 // int32 num_tiles [3]: the m-tile count, then the work-item
+                                 // counters of the persistent gate_up and down kernels (zeroed by
+                                 // route(), advanced by the GEMMs). When both GEMMs use the same m-tile height
                                  // (every configuration today) tiles[1][i] == tiles[0][i]: one list,
                                  // built once; compare the pointers, never treat them as two buffers
 
   DevicePtr tail_tiles[4] = {};  // split tail (large T, MXFP4): int32 tile_expert, tile_row_begin,
-                                 // tile_row_end [E] and num_tiles [1] of each expert's last 1..64
-                                 // rows, run as one-warpgroup tiles; tiles[0] then leaves them out
+                                 // tile_row_end [E] and num_tiles [3] (the count and two counters
+                                 // route() zeroes) of each expert's last 1..64 rows, run as
+                                 // one-warpgroup tiles; tiles[0] then leaves them out
   DevicePtr h = 0;               // bf16 [T * top_k, I]
   DevicePtr y = 0;               // y_dtype [y_splits, T * top_k, D]: the down projection's output,
                                  // router weight applied; with split-K its fp32 partials,

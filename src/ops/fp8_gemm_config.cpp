@@ -20,7 +20,8 @@ std::uint32_t Fp8GemmConfig::smem_bytes(QuantMode q) const {
   // the epilogue staging and the column-operand tables.
   if (ws)
     return static_cast<std::uint32_t>(1024 + stages * (128 * 128 + bn() * 128 + (q == QuantMode::mxfp8 ? 4608 : 0)) +
-                                      stages * 16 + (q == QuantMode::mxfp8 ? 0 : tma_ws_epilogue_smem_bytes(bn())));
+                                      stages * 16 + kTmaWsItemSlotBytes +
+                                      (q == QuantMode::mxfp8 ? 0 : tma_ws_epilogue_smem_bytes(bn())));
   const int a = bm() * kBK, b = bn() * kBK;
   const int s = q == QuantMode::mxfp8 ? (((bm() + bn()) * (kBK / 32) + 15) / 16) * 16 : 0;
   return static_cast<std::uint32_t>(stages * (a + b + s));

@@ -184,6 +184,7 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
     GroupedGemmParams g{};
     fill_common(g, key, a);
     g.expert_offsets = dptr(a.expert_offsets);
+    g.item_counter = dptr(a.item_counter);
     g.a_scales = dptr(a.a_scales);
     g.a_scale_row_stride = scale_stride;
     g.num_experts = static_cast<int>(key.experts);

@@ -64,7 +64,7 @@ Layout layout_for(const GroupedGemmShape& g, std::uint64_t M, std::uint64_t y_ro
   l.route_row = take(4 * M);
   const std::uint64_t mt = ops::max_m_tiles(M, g.experts, 8);
   for (int i = 0; i < 3; ++i) l.tiles[i] = take(4 * mt);
-  l.tiles[3] = take(4);
+  l.tiles[3] = take(4 * 3);  // num_tiles, then the work-item counters (GroupedGemmParams::item_counter)
   l.y = take(4 * y_rows * g.n);
   l.total = at;
   return l;
@@ -246,6 +246,7 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
     f.tile_row_begin = tile[1];
     f.tile_row_end = tile[2];
     f.num_tiles = tile[3];
+    f.item_counter = tile[3] + 4;
     f.expert_offsets = ws + l.offsets;
     f.max_tiles = tiles;
     ops::launch_fp8_grouped_gemm(gk, key, f, stream);
@@ -271,6 +272,7 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
   p.tile_row_begin = dptr(tile[1]);
   p.tile_row_end = dptr(tile[2]);
   p.num_tiles = dptr(tile[3]);
+  p.item_counter = dptr(tile[3] + 4);
   p.n = static_cast<int>(key.n);
   p.k = static_cast<int>(key.k);
   p.top_k = 1;

@@ -40,7 +40,8 @@ std::uint32_t GemmConfig::smem_bytes(QuantMode q, std::uint32_t k) const {
   if (kernel == GemmKernel::mxfp4_decode) return static_cast<std::uint32_t>(xs) * ((k + 255) / 256 * 512 + 16);
   // kernels/grouped_gemm_tma_ws_sm90.cuh, "Shared memory".
   if (kernel == GemmKernel::bf16_ws)
-    return 1024 + stages * (128 * 128 + bn() * 128) + stages * 16 + tma_ws_epilogue_smem_bytes(bn());
+    return 1024 + stages * (128 * 128 + bn() * 128) + stages * 16 + kTmaWsItemSlotBytes +
+           tma_ws_epilogue_smem_bytes(bn());
   // kernels/grouped_gemm_mxfp4_ws_sm90.cuh, "Shared memory": per stage the
   // activation rows, the packed weights and two scale words per weight row.
   if (kernel == GemmKernel::mxfp4_ws)

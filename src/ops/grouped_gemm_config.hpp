@@ -117,6 +117,9 @@ inline constexpr std::uint64_t kPersistentMaxCtas = 132;
 // column-operand tables (TmaWsLayout::kColBytes: per consumer warpgroup and
 // parity of its items, BN biases and BN weight scales as fp32). Every mode
 // but MXFP8 has them (bf16_ws here, FP8 per token in fp8_gemm_config.cpp).
+// The work-item slots after the ring's mbarriers (two ids and four mbarriers:
+// the persistent tile scheduler's hand-off from the producer to the consumers).
+inline constexpr std::uint32_t kTmaWsItemSlotBytes = 64;
 inline constexpr std::uint32_t tma_ws_epilogue_smem_bytes(int bn) {
   return 128u + 8u * 2048u + 4u * 2u * 4u * static_cast<std::uint32_t>(bn);
 }

@@ -47,10 +47,10 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   l.route_row = take(4 * R);
   for (auto& t : l.tiles) {
     for (int i = 0; i < 3; ++i) t[i] = take(4 * mt);
-    t[3] = take(4);
+    t[3] = take(4 * 3);  // num_tiles, then the work-item counters of gate_up and down (GroupedGemmParams::item_counter)
   }
   for (int i = 0; i < 3; ++i) l.tail[i] = take(4 * std::min<std::uint64_t>(s.experts, R));  // one tile per expert
-  l.tail[3] = take(4);
+  l.tail[3] = take(4 * 3);  // num_tiles and the (unused) work-item counters the routing kernel zeroes
   l.h = take(2 * R * s.intermediate);
   // Y holds the down projection's split-K partials: up to kSplitKMax of them
   // while rows <= kSplitKMaxRows (monotonic in T). Sized for fp32 even where Y
@@ -286,6 +286,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
   p.tile_row_begin = dptr(v.tiles[g][1]);
   p.tile_row_end = dptr(v.tiles[g][2]);
   p.num_tiles = dptr(v.tiles[g][3]);
+  p.item_counter = dptr(v.tiles[g][3] + 4 * (1 + g));
   p.n = static_cast<int>(key.n);
   p.k = static_cast<int>(key.k);
   p.top_k = static_cast<int>(s.top_k);
@@ -388,6 +389,7 @@ void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quan
   f.tile_row_begin = v.tiles[g][1];
   f.tile_row_end = v.tiles[g][2];
   f.num_tiles = v.tiles[g][3];
+  f.item_counter = v.tiles[g][3] + 4 * (1 + g);
   f.expert_offsets = v.expert_offsets;
   f.max_tiles = ops::max_m_tiles(R, s.experts, g_plan.bm);
   if (f.max_tiles > 65535)

@@ -70,11 +70,11 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
               CHECK(c.splits == 1);
               CHECK(c.grid_y(100) == 1u);
               CHECK(c.grid_x(key.n, 1000) <= 132u);
-              // The ring, its mbarriers, then the epilogue's staging block
-              // (16 KB, 128-byte aligned) and the column-operand tables
+              // The ring, its mbarriers, the work-item slots (64), then the
+              // epilogue's staging block (16 KB, 128-byte aligned) and the column-operand tables
               // (4 x 256 x 8 bytes): kernels/grouped_gemm_tma_ws_sm90.cuh.
               CHECK(c.smem_bytes(q, key.k) ==
-                    1024u + c.stages * (128u * 128u + 256u * 128u) + 16u * c.stages + 128u + 16384u + 32u * 256u);
+                    1024u + c.stages * (128u * 128u + 256u * 128u) + 16u * c.stages + 64u + 128u + 16384u + 32u * 256u);
               if (!std::getenv("MOEJIT_GEMM_TUNE")) CHECK(c.stages == 4);  // 48 KB slices
             }
           }
