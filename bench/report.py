@@ -198,7 +198,8 @@ def main():
             L.append(f"From the bench/run.sh run in docs/results-data/ ({env.get('date', '')}).")
         L.append("This and the per-model sections come from the full bench/run.sh run kept in docs/results-data/; "
                  "the [prefill section](#prefill-layers-at-t--4096-and-16384) is a separate run at T = 4096 and 16384 "
-                 "that measured the TMA warp-specialized kernel's present epilogue and FP8 promotion (docs/kernels.md), "
+                 "that measured the TMA warp-specialized kernel's present tile scheduler and FP8 promotion "
+                 "(docs/kernels.md), "
                  "and the [triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
                  "separate call (moejit-run beside OpenAI's triton_kernels)" +
                  (", as is the [weight gradient](#weight-gradient), whose rows the per-model tables leave out."
@@ -384,7 +385,8 @@ def prefill_section(folder):
     L.append("A bench/run.sh run restricted to these T (`MOEJIT_BENCH_ARGS=\"--tokens 4096,16384\" bash bench/run.sh`, "
              "then its moejit.jsonl and peers.jsonl copied to docs/results-data/prefill/)" +
              (f", {env['date']}" if env.get("date") else "") + ". It measured the TMA warp-specialized kernel with "
-             "its present epilogue and FP8 per-token promotion (docs/kernels.md, \"Epilogue and promotion\") and the "
+             "its present tile scheduler (docs/kernels.md, \"Work items\"), epilogue and FP8 per-token promotion "
+             "(\"Epilogue and promotion\") and the "
              "FP8 layers' bf16 Y, which the full run behind the per-model sections above did not have: at these T its "
              "figures are the ones that describe the kernels. "
              f"Ceilings of this run: copy {ceilings['copy_TBps']:.2f} TB/s, bf16 matmul "
