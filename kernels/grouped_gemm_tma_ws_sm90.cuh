@@ -443,6 +443,16 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
         }
       }
     }
+    // With a counter, the last CTA past its final claim re-arms it (every
+    // CTA's claims come before its count here), so the GEMM can run again on
+    // the same routing output: gate_up or down launched twice after one route.
+    if (p.item_counter && tid == 0) {
+      __threadfence();
+      if (atomicAdd(p.item_counter + 2, 1) == (int)gridDim.x - 1) {
+        p.item_counter[0] = 0;
+        p.item_counter[2] = 0;
+      }
+    }
     cp_async_wait_n<0>();
     return;
   }
@@ -601,8 +611,9 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
         // loop runs in pairs of groups, the first into `part`, the second
         // into `part_b`: the second group's first slice is issued before the
         // first group's sum is added, so the tensor cores run it while the
-        // CUDA cores add, and the warpgroup drains its wgmma queue once per
-        // pair instead of once per group. A pair is straight-line code with
+        // CUDA cores add (with PROMOTE_SLICES = 1 that slice ends the pair and
+        // is waited for first), and the warpgroup drains its wgmma queue once
+        // per pair instead of once per group. A pair is straight-line code with
         // nothing in flight at its end: ptxas serializes every wgmma of the
         // kernel when it cannot prove that an accumulator read happens after
         // the group that wrote it retired, which it cannot across a loop's

@@ -78,10 +78,11 @@ struct GroupedGemmParams {
   // MXFP8: E8M0 [rows of a, K/32], rows a_scale_row_stride bytes apart.
   const float* a_scales;
   long long a_scale_row_stride;
-  // TMA warp-specialized kernel: its work-item counter (one int the routing
-  // kernel zeroed: num_tiles[1] for gate_up, num_tiles[2] for down, in the
-  // allocation of the tile list's num_tiles), from which each CTA takes its
-  // next work item when it is done with one; null: CTA b takes items b,
+  // TMA warp-specialized kernel: its work-item counter, from which each CTA
+  // takes its next work item when it is done with one, and two ints later
+  // the count of CTAs done claiming (the last one zeroes both again):
+  // num_tiles + 1 for gate_up (done: num_tiles[3]), num_tiles + 2 for down
+  // ([4]), all zeroed by the routing kernel; null: CTA b takes items b,
   // b + gridDim.x, ... (a static order).
   int* item_counter;
 };

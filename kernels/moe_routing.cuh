@@ -20,9 +20,10 @@
 //   sorted_route   [T*top_k]  route id (t * top_k + j) at each sorted row
 //   route_row      [T*top_k]  sorted row of each route, -1 if dropped
 //   for each of two tile sizes bm (gate_up, down): tile_expert, tile_row_begin,
-//   tile_row_end [max_tiles] and num_tiles [3] (the tile count, then two work-item
-//   counters zeroed here for the persistent GEMMs: [1] gate_up's, [2] down's,
-//   GroupedGemmParams::item_counter); with split tail (tail_rows > 0),
+//   tile_row_end [max_tiles] and num_tiles [5] (the tile count, then the work-item
+//   counters of the persistent GEMMs, zeroed here: [1] gate_up's, [2] down's,
+//   [3] and [4] their done counts, GroupedGemmParams::item_counter); with
+//   split tail (tail_rows > 0),
 //   the tail list as well (one tile per expert at most)
 // An expert id of -1 (not local under expert parallelism) drops the route; ids
 // outside [-1, E) are a precondition violation and are dropped too. Experts with
@@ -163,8 +164,7 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
       if (lane == 0) {
         total_tiles[l] = carry;
         tl.num_tiles[0] = carry;
-        tl.num_tiles[1] = 0;  // the GEMMs' work-item counters
-        tl.num_tiles[2] = 0;
+        for (int c = 1; c < 5; ++c) tl.num_tiles[c] = 0;  // the GEMMs' work-item counters
       }
     }
     __syncthreads();

@@ -115,14 +115,15 @@ struct MoeWorkspaceView {
                                  // routes on the MXFP4 decode kernels, by gate_up itself, which
                                  // routes topk_ids and rewrites these in route order): int32
                                  // tile_expert, tile_row_begin, tile_row_end [max m-tiles] and
-                                 // int32 num_tiles [3]: the m-tile count, then the work-item
-                                 // counters of the persistent gate_up and down kernels (zeroed by
-                                 // route(), advanced by the GEMMs). When both GEMMs use the same m-tile height
+                                 // int32 num_tiles [5]: the m-tile count, then the work-item
+                                 // counters of the persistent gate_up and down kernels and their
+                                 // done counts (zeroed by route(); each GEMM zeroes its own again
+                                 // when it ends). When both GEMMs use the same m-tile height
                                  // (every configuration today) tiles[1][i] == tiles[0][i]: one list,
                                  // built once; compare the pointers, never treat them as two buffers
 
   DevicePtr tail_tiles[4] = {};  // split tail (large T, MXFP4): int32 tile_expert, tile_row_begin,
-                                 // tile_row_end [E] and num_tiles [3] (the count and two counters
+                                 // tile_row_end [E] and num_tiles [5] (the count and four counters
                                  // route() zeroes) of each expert's last 1..64 rows, run as
                                  // one-warpgroup tiles; tiles[0] then leaves them out
   DevicePtr h = 0;               // bf16 [T * top_k, I]

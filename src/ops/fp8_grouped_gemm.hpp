@@ -40,9 +40,9 @@ struct Fp8GemmArgs {
   std::int64_t out_row_stride = 0;
   DevicePtr sorted_route = 0, tile_expert = 0, tile_row_begin = 0, tile_row_end = 0, num_tiles = 0;
   DevicePtr expert_offsets = 0;
-  // Warp-specialized kernel: int32 work-item counter zeroed by the routing
-  // kernel (num_tiles + 4 for gate_up, + 8 for down), or 0: static order
-  // (GroupedGemmParams::item_counter).
+  // Warp-specialized kernel: int32 work-item counter and, 8 bytes later, its
+  // done count, both zeroed by the routing kernel (num_tiles + 4 for gate_up,
+  // + 8 for down), or 0: static order (GroupedGemmParams::item_counter).
   DevicePtr item_counter = 0;
   std::uint32_t max_tiles = 0;  // an upper bound of *num_tiles (0 launches nothing): grid.y, or the
                                 // persistent kernel's grid.x bound

@@ -64,7 +64,7 @@ Layout layout_for(const GroupedGemmShape& g, std::uint64_t M, std::uint64_t y_ro
   l.route_row = take(4 * M);
   const std::uint64_t mt = ops::max_m_tiles(M, g.experts, 8);
   for (int i = 0; i < 3; ++i) l.tiles[i] = take(4 * mt);
-  l.tiles[3] = take(4 * 3);  // num_tiles, then the work-item counters (GroupedGemmParams::item_counter)
+  l.tiles[3] = take(4 * 5);  // num_tiles, then the work-item counters (GroupedGemmParams::item_counter)
   l.y = take(4 * y_rows * g.n);
   l.total = at;
   return l;

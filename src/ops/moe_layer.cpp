@@ -47,10 +47,10 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   l.route_row = take(4 * R);
   for (auto& t : l.tiles) {
     for (int i = 0; i < 3; ++i) t[i] = take(4 * mt);
-    t[3] = take(4 * 3);  // num_tiles, then the work-item counters of gate_up and down (GroupedGemmParams::item_counter)
+    t[3] = take(4 * 5);  // num_tiles, then the work-item counters of gate_up and down (GroupedGemmParams::item_counter)
   }
   for (int i = 0; i < 3; ++i) l.tail[i] = take(4 * std::min<std::uint64_t>(s.experts, R));  // one tile per expert
-  l.tail[3] = take(4 * 3);  // num_tiles and the (unused) work-item counters the routing kernel zeroes
+  l.tail[3] = take(4 * 5);  // num_tiles and the (unused) work-item counters the routing kernel zeroes
   l.h = take(2 * R * s.intermediate);
   // Y holds the down projection's split-K partials: up to kSplitKMax of them
   // while rows <= kSplitKMaxRows (monotonic in T). Sized for fp32 even where Y
@@ -331,6 +331,7 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     tp.tile_row_begin = dptr(v.tail_tiles[1]);
     tp.tile_row_end = dptr(v.tail_tiles[2]);
     tp.num_tiles = dptr(v.tail_tiles[3]);
+    tp.item_counter = nullptr;  // (the tail's MXFP4 kernel walks a static order)
     tp.wait_at_exit = 1;
     tp.tiles_ready = 0;
     launch_kernel(tk, g_plan.tail_grid_n, static_cast<unsigned>(std::min<std::uint64_t>(s.experts, R)), &tp, stream);
