@@ -170,9 +170,6 @@ struct TmaWsLayout {
 // a NB + nb size + m is m-tile a + m of weight block nb. An expert's tiles
 // are BM rows apart from its first row (the routing kernel's tile list).
 constexpr int kTmaWsGroup = 8;
-// FP8 per token: promotion groups per run of the K loop (the consumer drains
-// its wgmma queue once per run; see the consumers).
-constexpr int kTmaWsPromoteRun = 2;
 struct TmaWsItem {
   int tile, nb, expert, row_begin, row_end;
 };
@@ -627,7 +624,7 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
         for (int i = 0; i < BN / 2; ++i) acc[i] = part[i] = part_b[i] = 0.f;
         // One slice: its four wgmma into dst (a fresh sum at a group's first
         // slice), then, at the second group's first slice, `other` (the first
-        // group, retired by the wait) added to acc. Returns the slot.
+        // group, retired by the wait) added to acc.
         auto slice = [&](int kt, float (&dst)[BN / 2], float (&other)[BN / 2], bool group_start, bool add_other,
                          bool keep_one) {
           mbar_wait(full_bar + 8 * slot, phase);
@@ -656,29 +653,23 @@ __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const Group
             for (int i = 0; i < BN / 2; ++i) acc[i] += other[i];
           }
         };
-        constexpr int RUN = kTmaWsPromoteRun * PROMOTE_SLICES;  // slices of a run of groups
-        const int kt_runs = KT / RUN * RUN;
-        for (int kt0 = 0; kt0 < kt_runs; kt0 += RUN) {
+        // (Runs of four groups spill, so a run is a pair.)
+        constexpr int PAIR = 2 * PROMOTE_SLICES;  // slices of a pair of groups
+        const int kt_pairs = KT / PAIR * PAIR;
+        for (int kt0 = 0; kt0 < kt_pairs; kt0 += PAIR) {
 #pragma unroll
-          for (int s = 0; s < RUN; ++s) {
-            const int g = s / PROMOTE_SLICES;
+          for (int s = 0; s < PAIR; ++s) {
             const bool first = s % PROMOTE_SLICES == 0;
-            if (g % 2 == 0) slice(kt0 + s, part, part_b, first, first && g > 0, s + 1 < RUN);
-            else slice(kt0 + s, part_b, part, first, first, s + 1 < RUN);
+            if (s < PROMOTE_SLICES) slice(kt0 + s, part, part_b, first, false, true);
+            else slice(kt0 + s, part_b, part, first, first, s + 1 < PAIR);
           }
-          if constexpr (kTmaWsPromoteRun % 2 == 0) {
-            ws_fence_operands(part_b);
+          ws_fence_operands(part_b);
 #pragma unroll
-            for (int i = 0; i < BN / 2; ++i) acc[i] += part_b[i];
-          } else {
-            ws_fence_operands(part);
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) acc[i] += part[i];
-          }
+          for (int i = 0; i < BN / 2; ++i) acc[i] += part_b[i];
         }
-        for (int kt = kt_runs; kt < KT; ++kt) {  // the last groups, one at a time
-          const bool group_end = (kt - kt_runs) % PROMOTE_SLICES == PROMOTE_SLICES - 1 || kt == KT - 1;
-          slice(kt, part, part_b, (kt - kt_runs) % PROMOTE_SLICES == 0, false, !group_end);
+        for (int kt = kt_pairs; kt < KT; ++kt) {  // the last groups, one at a time
+          const bool group_end = (kt - kt_pairs) % PROMOTE_SLICES == PROMOTE_SLICES - 1 || kt == KT - 1;
+          slice(kt, part, part_b, (kt - kt_pairs) % PROMOTE_SLICES == 0, false, !group_end);
           if (group_end) {
             ws_fence_operands(part);
 #pragma unroll

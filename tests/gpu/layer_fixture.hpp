@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "driver/cuda_api.hpp"
 #include "driver/device_buffer.hpp"
 #include "moejit/bucketing.hpp"
 #include "moejit/formats.hpp"
@@ -242,6 +243,29 @@ struct LayerRun {
     return o;
   }
 };
+
+// The layer's output from run(), then, on a second workspace, route() once
+// and gate_up, down and combine `reps` times on that routing output (the
+// output poisoned before each): [0] run()'s output, [1 + r] repetition r's.
+inline std::vector<std::vector<std::uint16_t>> outputs_of_steps_after_one_route(const MoeLayer& layer,
+                                                                                 const MoeWeights& w,
+                                                                                 const LayerInputs& in, int reps) {
+  const MoeLayerShape& s = layer.shape();
+  LayerRun fused(layer, in), steps(layer, in);
+  layer.run(w, fused.args, nullptr);
+  MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize());
+  std::vector<std::vector<std::uint16_t>> outs{fused.download_out(s)};
+  layer.route(steps.args, nullptr);
+  for (int rep = 0; rep < reps; ++rep) {
+    steps.out.fill_bytes(0xFF);  // NaN: a skipped item would show
+    layer.gate_up(w, steps.args, nullptr);
+    layer.down(w, steps.args, nullptr);
+    layer.combine(steps.args, nullptr);
+    MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize());
+    outs.push_back(steps.download_out(s));
+  }
+  return outs;
+}
 
 inline ref::MoeReferenceArgs reference_args(const LayerWeights& w, const LayerInputs& in) {
   ref::MoeReferenceArgs a;
