@@ -33,6 +33,12 @@ struct RouteParams {
   int tail_rows;
   TileList tail;
   const int* group_offsets;  // [E + 1] or null: rows already sorted by expert (moe_routing.cuh)
+  // Chunked routing (moe_routing.cuh, "Phases"): 0 routes in one CTA; 1, 2, 3
+  // are the count, list and scatter launches over chunks of chunk_routes routes,
+  // which share chunk_counts [ceil(num_routes / chunk_routes), E].
+  int* chunk_counts;
+  int phase;
+  int chunk_routes;
 };
 
 struct GroupedGemmParams {
@@ -142,7 +148,7 @@ struct WgradParams {
 // on the host (NVRTC has no offsetof; the sizes and the shared text cover it).
 static_assert(sizeof(void*) == 8 && sizeof(long long) == 8, "64-bit pointers and long long");
 static_assert(sizeof(TileList) == 40, "TileList layout");
-static_assert(sizeof(RouteParams) == 176, "RouteParams layout");
+static_assert(sizeof(RouteParams) == 192, "RouteParams layout");
 static_assert(sizeof(GroupedGemmParams) == 248, "GroupedGemmParams layout");
 static_assert(sizeof(CombineParams) == 72, "CombineParams layout");
 static_assert(sizeof(f8::Fp8GemmParams) == 144, "Fp8GemmParams layout");
@@ -150,7 +156,9 @@ static_assert(sizeof(wg::WgradParams) == 88, "WgradParams layout");
 #if !defined(__CUDACC_RTC__)
 static_assert(__builtin_offsetof(TileList, tile_expert) == 8, "TileList layout");
 static_assert(__builtin_offsetof(RouteParams, tiles) == 40 && __builtin_offsetof(RouteParams, tail_rows) == 120 &&
-                  __builtin_offsetof(RouteParams, tail) == 128 && __builtin_offsetof(RouteParams, group_offsets) == 168,
+                  __builtin_offsetof(RouteParams, tail) == 128 && __builtin_offsetof(RouteParams, group_offsets) == 168 &&
+                  __builtin_offsetof(RouteParams, chunk_counts) == 176 && __builtin_offsetof(RouteParams, phase) == 184 &&
+                  __builtin_offsetof(RouteParams, chunk_routes) == 188,
               "RouteParams layout");
 static_assert(__builtin_offsetof(GroupedGemmParams, n) == 112 && __builtin_offsetof(GroupedGemmParams, tiles_ready) == 136 &&
                   __builtin_offsetof(GroupedGemmParams, topk_ids) == 144 &&

@@ -31,6 +31,20 @@
 // atomics and may differ between runs; every row is computed independently, so
 // results do not depend on it.
 //
+// Phases (p.phase; one instantiation serves all four). 0: everything above in
+// one CTA. A single CTA scatters one 4-byte store per route to a random row,
+// so past about 16K routes it runs for tens of microseconds (Qwen3-30B-A3B at
+// T = 16384, 131K routes: about 150 us); the host then launches three phases
+// over chunks of chunk_routes routes (ops::kRouteChunkRoutes):
+//   1 count:   CTA c counts the experts of its chunk into chunk_counts[c][e];
+//   2 lists:   one CTA sums them into the expert counts and builds
+//              expert_offsets and the m-tile lists as phase 0 does, and turns
+//              chunk_counts[c][e] into the first sorted row of chunk c's routes
+//              of expert e (expert offset + the counts of the chunks before);
+//   3 scatter: CTA c places its chunk's routes from those bases.
+// Each phase waits for the one before (programmatic dependent launch,
+// griddepcontrol.wait before the first read), so the three stay capturable.
+//
 // Rows already sorted by expert (group_offsets != null, the grouped GEMM of
 // moejit/grouped_gemm.hpp; topk_ids unused, num_routes = M rows): expert e owns
 // rows [group_offsets[e], group_offsets[e + 1]); the outputs are the same
@@ -96,7 +110,39 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   pdl_launch_dependents();
 
   const bool grouped = p.group_offsets != nullptr;
-  if (grouped) {
+  const int phase = grouped ? 0 : p.phase;
+  if (phase == 1 || phase == 3) {
+    // Count (1) or scatter (3) the routes of chunk blockIdx.x.
+    const int begin = blockIdx.x * p.chunk_routes;
+    const int end = min(begin + p.chunk_routes, p.num_routes);
+    int* chunk = p.chunk_counts + (long long)blockIdx.x * E;
+    for (int e = tid; e < E; e += THREADS) count[e] = phase == 1 ? 0 : chunk[e];
+    __syncthreads();
+    for (int i = begin + tid; i < end; i += THREADS) {
+      const int e = p.topk_ids[i];
+      const bool ok = e >= 0 && e < E;
+      if (phase == 1) {
+        if (ok) atomicAdd(&count[e], 1);
+      } else {
+        const int pos = ok ? atomicAdd(&count[e], 1) : -1;
+        if (ok) p.sorted_route[pos] = i;
+        p.route_row[i] = pos;
+      }
+    }
+    if (phase == 1) {
+      __syncthreads();
+      for (int e = tid; e < E; e += THREADS) chunk[e] = count[e];
+    }
+    return;
+  }
+  const int chunks = phase == 2 ? (p.num_routes + p.chunk_routes - 1) / p.chunk_routes : 0;
+  if (phase == 2) {
+    for (int e = tid; e < E; e += THREADS) {
+      int c = 0;
+      for (int k = 0; k < chunks; ++k) c += p.chunk_counts[(long long)k * E + e];
+      count[e] = c;
+    }
+  } else if (grouped) {
     for (int e = tid; e < E; e += THREADS) {
       const int lo = min(max(p.group_offsets[e], 0), p.num_routes);
       const int hi = min(max(p.group_offsets[e + 1], 0), p.num_routes);
@@ -128,6 +174,14 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   for (int e = tid; e < E; e += THREADS) {
     p.expert_offsets[e] = offset[e];
     cursor[e] = offset[e];
+    // Phase 2: each chunk's first sorted row of expert e, in chunk order.
+    int base = offset[e];
+    for (int k = 0; k < chunks; ++k) {
+      int* cc = p.chunk_counts + (long long)k * E + e;
+      const int c = *cc;
+      *cc = base;
+      base += c;
+    }
   }
   if (tid == 0) p.expert_offsets[E] = total_rows;
 
@@ -187,6 +241,7 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
     }
   }
   __syncthreads();
+  if (phase == 2) return;  // phase 3 scatters
   if (grouped) {
     for (int i = tid; i < p.num_routes; i += THREADS) {
       p.route_row[i] = i >= group_begin && i < group_end ? i : -1;

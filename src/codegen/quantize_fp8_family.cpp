@@ -2,15 +2,14 @@
 // (kernels/quantize_fp8.cuh, which reuses the encoders of quantize_mxfp4.cuh).
 #include <string>
 
+#include "../../kernels/quantize_fp8_geometry.cuh"
 #include "codegen/families.hpp"
 #include "moejit/error.hpp"
 
 namespace moejit::codegen {
 namespace {
 
-// Must equal moejit::f8q::kQuantFp8Threads (the name expression instantiates the
-// kernel with it; __launch_bounds__ makes a mismatching launch fail loudly).
-constexpr unsigned kThreads = 256;
+constexpr unsigned kThreads = f8q::kQuantFp8Threads;
 
 [[noreturn]] void reject(const char* field, const std::string& value, const char* why) {
   throw InvalidArgument(std::string("generate_quantize_fp8: key field ") + field + " = " + value + ": " + why);
@@ -38,12 +37,17 @@ KernelSource generate_quantize_fp8(const SpecKey& key) {
   KernelSource ks;
   ks.source = std::string(kernel_file("quantize_mxfp4.cuh"));
   ks.source += "\n";
+  ks.source += "\n";
+  ks.source += kernel_file("quantize_fp8_geometry.cuh");
+  ks.source += "\n";
   ks.source += kernel_file("quantize_fp8.cuh");
   ks.name_expression = std::string("moejit::f8q::") + (mx ? "quantize_mxfp8_kernel<" : "quantize_fp8_per_token_kernel<") +
-                       std::to_string(kThreads) + ">";
+                       std::to_string(kThreads) + ", " + std::to_string(key.n) + ">";
   ks.launch.block_threads = kThreads;
   ks.launch.dynamic_smem_bytes = 0;
-  ks.config_text = std::string("family=quantize_fp8 mode=") + str(key.quant) + " threads=" + std::to_string(kThreads);
+  ks.config_text = std::string("family=quantize_fp8 mode=") + str(key.quant) + " threads=" + std::to_string(kThreads) +
+                   " cols=" + std::to_string(key.n) +
+                   " row_threads=" + std::to_string(f8q::quant_fp8_row_threads(static_cast<int>(key.n)));
   return ks;
 }
 

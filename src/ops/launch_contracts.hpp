@@ -22,6 +22,19 @@ inline constexpr bool route_staged(std::uint32_t experts, std::uint64_t routes) 
   return route_threads(routes) == 1024 && routes <= kRouteStagedRoutes &&
          16ull * experts + 8ull * kRouteStagedRoutes <= 220ull * 1024ull;
 }
+// Chunked routing (kernels/moe_routing.cuh, "Phases"): the unstaged 1024-thread
+// kernel runs as three launches over chunks of kRouteChunkRoutes routes (count,
+// lists, scatter), so the scattered stores of the sorted order are spread over
+// one CTA per chunk instead of one SM. Why 4096: four routes per thread, and
+// at 131K routes (Qwen3-30B-A3B, T = 16384) 32 CTAs, a list phase that sums
+// 32 counts per expert.
+inline constexpr std::uint32_t kRouteChunkRoutes = 4096;
+inline constexpr bool route_chunked(std::uint32_t experts, std::uint64_t routes) {
+  return route_threads(routes) == 1024 && !route_staged(experts, routes);
+}
+inline constexpr std::uint64_t route_chunks(std::uint64_t routes) {
+  return (routes + kRouteChunkRoutes - 1) / kRouteChunkRoutes;
+}
 // routes: the bucket's routes (token bucket * top_k).
 inline constexpr std::uint32_t route_smem_bytes(std::uint32_t experts, std::uint64_t routes) {
   return 4 * 4 * experts + (route_staged(experts, routes) ? static_cast<std::uint32_t>(8 * kRouteStagedRoutes) : 0u);

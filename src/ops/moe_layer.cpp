@@ -29,7 +29,7 @@ constexpr std::size_t align256(std::size_t v) { return (v + 255) & ~std::size_t(
 // Workspace layout for T tokens. Why bm = 8 for the tile lists: it bounds every
 // configuration's tile count, so the layout depends on T alone.
 struct Layout {
-  std::size_t offsets, sorted_route, route_row, tiles[2][4], tail[4], h, y, total;
+  std::size_t offsets, sorted_route, route_row, route_chunks, tiles[2][4], tail[4], h, y, total;
   std::size_t xq = 0, xs = 0, hq = 0, hs = 0;  // FP8 modes: quantized X and H (appended)
 };
 Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
@@ -45,6 +45,7 @@ Layout layout_for(const MoeLayerShape& s, QuantMode quant, std::uint64_t T) {
   l.offsets = take(4 * (s.experts + 1));
   l.sorted_route = take(4 * R);
   l.route_row = take(4 * R);
+  l.route_chunks = take(4 * s.experts * ops::route_chunks(R));  // chunked routing's counts (route() scratch)
   for (auto& t : l.tiles) {
     for (int i = 0; i < 3; ++i) t[i] = take(4 * mt);
     t[3] = take(4 * 5);  // num_tiles, then the work-item counters of gate_up and down (GroupedGemmParams::item_counter)
@@ -212,6 +213,19 @@ void MoeLayer::route(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, const
     p.tail_rows = 64;
     p.tail = {64, dptr(v.tail_tiles[0]), dptr(v.tail_tiles[1]), dptr(v.tail_tiles[2]),
               dptr(v.tail_tiles[3])};
+  }
+  if (!plan.route_staged && k.launch.block_threads == 1024 && p.num_routes > int(ops::kRouteChunkRoutes)) {
+    // Chunked: count, lists, scatter (kernels/moe_routing.cuh, "Phases").
+    p.chunk_counts = dptr(a.workspace + layout_for(shape_, quant_, a.num_tokens).route_chunks);
+    p.chunk_routes = static_cast<int>(ops::kRouteChunkRoutes);
+    const auto chunks = static_cast<unsigned>(ops::route_chunks(std::uint64_t(p.num_routes)));
+    p.phase = 1;
+    launch_kernel(k, chunks, 1, &p, stream);
+    p.phase = 2;
+    launch_kernel(k, 1, 1, &p, stream);
+    p.phase = 3;
+    launch_kernel(k, chunks, 1, &p, stream);
+    return;
   }
   launch_kernel(k, 1, 1, &p, stream);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "../../kernels/quantize_fp8_geometry.cuh"
 #include "driver/cuda_api.hpp"
 #include "driver/programmatic_launch.hpp"
 #include "moejit/error.hpp"
@@ -61,16 +62,19 @@ void quantize_fp8_gpu(const KernelRef& kernel, QuantMode mode, DevicePtr in, std
   const unsigned threads = kernel.launch.block_threads;
   if (!kernel.function || threads == 0 || threads % 32 != 0)
     throw InvalidArgument("quantize_fp8_gpu: kernel is not a loaded quantize_fp8 kernel");
-  int c = static_cast<int>(cols);
   std::int64_t out_stride = cols;
   std::int64_t scale_stride = cols / 32;
-  // Per-token: one CTA per row; MXFP8: one thread per 8 elements.
-  const std::uint64_t units = mode == QuantMode::fp8_per_token ? rows : (rows * (cols / 8) + threads - 1) / threads;
+  if (threads != static_cast<unsigned>(f8q::kQuantFp8Threads))
+    throw InvalidArgument("quantize_fp8_gpu: kernel block_threads = " + std::to_string(threads) + ", expected " +
+                          std::to_string(f8q::kQuantFp8Threads));
+  // Both kernels: a CTA takes quant_fp8_rows_per_cta(cols) rows at a time.
+  const std::uint64_t per_cta = static_cast<std::uint64_t>(f8q::quant_fp8_rows_per_cta(static_cast<int>(cols)));
+  const std::uint64_t units = (rows + per_cta - 1) / per_cta;
   // Programmatic stream serialization: the kernel waits for the launch before
   // it (griddepcontrol.wait) before touching memory, and lets the FP8 GEMM
   // after it launch early (kernels/quantize_fp8.cuh, quant_pdl_enter).
-  void* per_token_args[] = {&in, &in_row_stride, &rows, &c, &codes, &out_stride, &scales};
-  void* mxfp8_args[] = {&in, &in_row_stride, &rows, &c, &codes, &out_stride, &scales, &scale_stride};
+  void* per_token_args[] = {&in, &in_row_stride, &rows, &codes, &out_stride, &scales};
+  void* mxfp8_args[] = {&in, &in_row_stride, &rows, &codes, &out_stride, &scales, &scale_stride};
   driver::launch_programmatic(kernel.function,
                               {static_cast<unsigned>(std::min<std::uint64_t>(units, kMaxGrid)), 1, 1, threads, 0},
                               stream, mode == QuantMode::fp8_per_token ? per_token_args : mxfp8_args);

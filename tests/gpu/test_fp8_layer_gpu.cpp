@@ -40,7 +40,13 @@ std::vector<std::uint16_t> tricky_rows(std::uint32_t rows, std::uint32_t stride,
         case 3: row[c] = static_cast<std::uint16_t>((rng.bits32() & 0x807F) | 1); break;                   // subnormal
         case 4: row[c] = float_to_bf16(static_cast<float>(rng.normal(0, 1e30))); break;
         case 5: row[c] = float_to_bf16(static_cast<float>(rng.normal(0, 1e-30))); break;
-        default: row[c] = float_to_bf16(static_cast<float>(rng.normal(0, std::ldexp(1.0, int(rng.integer(-20, 20)))))); break;
+        case 6: row[c] = float_to_bf16(static_cast<float>(rng.normal(0, std::ldexp(1.0, int(rng.integer(-20, 20)))))); break;
+        default: {  // any finite bf16: every binade, subnormals, both zeros
+          std::uint16_t b = static_cast<std::uint16_t>(rng.bits32());
+          if ((b & 0x7F80) == 0x7F80) b &= 0xFF7F;
+          row[c] = b;
+          break;
+        }
       }
     }
   }
@@ -142,8 +148,13 @@ void report(const char* what, QuantMode q, WeightScale ws, std::uint32_t T, cons
 
 TEST_CASE("gpu: FP8 activation quantizers match the CPU quantizers bit for bit", "[gpu][fp8][quant]") {
   for (QuantMode q : {QuantMode::fp8_per_token, QuantMode::mxfp8}) {
-    for (auto [rows, cols, stride] : {std::tuple{1u, 32u, 32u}, std::tuple{333u, 2880u, 2888u},
-                                      std::tuple{64u, 7168u, 7168u}, std::tuple{4097u, 768u, 776u}}) {
+    // Shapes of every row geometry (quantize_fp8_geometry.cuh): 32 to 256
+    // threads per row, one to ten 16-byte chunks per thread, a CTA's rows
+    // cut by the batch end.
+    for (auto [rows, cols, stride] :
+         {std::tuple{1u, 32u, 32u}, std::tuple{333u, 2880u, 2888u}, std::tuple{64u, 7168u, 7168u},
+          std::tuple{4097u, 768u, 776u}, std::tuple{70u, 14336u, 14336u}, std::tuple{19u, 2048u, 2056u},
+          std::tuple{5u, 20480u, 20480u}, std::tuple{9u, 4096u, 4096u}}) {
       ref::TestRng rng(rows * 7 + cols);
       const auto x = tricky_rows(rows, stride, cols, rng);
       // CPU on the packed rows

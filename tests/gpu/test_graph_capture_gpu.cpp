@@ -60,7 +60,8 @@ TEST_CASE("gpu: MoeLayer::run replayed from a CUDA graph equals the eager run, e
     const MoeLayerShape s = qwen3_30b_shape();
     const auto w = LayerWeights::make(s, QuantMode::bf16, ref::process_seed() + 4001);
     const MoeLayer layer(gpu_runtime(), s, QuantMode::bf16);
-    for (std::uint32_t T : {1u, 64u, 512u}) check_graph_replay(layer, w->device(), s, T, "qwen3 bf16");
+    // T = 4096: 32768 routes, the chunked routing's three launches.
+    for (std::uint32_t T : {1u, 64u, 512u, 4096u}) check_graph_replay(layer, w->device(), s, T, "qwen3 bf16");
   }
   const std::tuple<QuantMode, WeightScale> fp8[] = {{QuantMode::fp8_per_token, WeightScale::per_channel},
                                                    {QuantMode::mxfp8, WeightScale::e8m0_block32}};
@@ -68,7 +69,7 @@ TEST_CASE("gpu: MoeLayer::run replayed from a CUDA graph equals the eager run, e
     const MoeLayerShape s = qwen3_30b_shape();
     const auto w = Fp8LayerWeights::make(s, q, ws, ref::process_seed() + 4002);
     const MoeLayer layer(gpu_runtime(), s, q, ws);
-    for (std::uint32_t T : {1u, 64u, 512u})
+    for (std::uint32_t T : {1u, 64u, 512u, 4096u})
       check_graph_replay(layer, w->device(), s, T, q == QuantMode::mxfp8 ? "qwen3 mxfp8" : "qwen3 fp8_per_token");
   }
 }

@@ -1,8 +1,8 @@
 // The routing kernel alone against the CPU routing (tests/reference): every
 // output it writes, for each of its variants - 256 threads (<= 1024 routes),
 // 1024 threads staged in shared memory, and 1024 threads scattering to global
-// memory (more routes than the staging holds, or too many experts) - with
-// dropped routes. The layer tests check routing only through sampled tokens.
+// memory (more routes than the staging holds, or too many experts), the
+// latter as three chunked launches past 4096 routes - with dropped routes. The layer tests check routing only through sampled tokens.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -43,10 +43,12 @@ void check_routing(const char* what, const MoeLayerShape& s, std::uint32_t T, Ro
   const auto sorted = download_i32(v.sorted_route, R);
   const auto row_of = download_i32(v.route_row, R);
   const std::uint64_t rows = want.rows();
-  std::printf("  %-44s T=%-5u E=%-4u routes=%-6llu rows=%-6llu threads=%u staged=%d\n", what, T, E,
+  const bool chunked = ops::route_chunked(E, std::uint64_t(bucket) * s.top_k) && R > ops::kRouteChunkRoutes;
+  std::printf("  %-44s T=%-5u E=%-4u routes=%-6llu rows=%-6llu threads=%u staged=%d chunks=%llu\n", what, T, E,
               static_cast<unsigned long long>(R), static_cast<unsigned long long>(rows),
               ops::route_threads(std::uint64_t(bucket) * s.top_k),
-              int(ops::route_staged(E, std::uint64_t(bucket) * s.top_k)));
+              int(ops::route_staged(E, std::uint64_t(bucket) * s.top_k)),
+              static_cast<unsigned long long>(chunked ? ops::route_chunks(R) : 0));
 
   // Per-expert row ranges are exact; the order inside an expert is free.
   for (std::uint32_t e = 0; e <= E; ++e) REQUIRE(std::uint64_t(offsets[e]) == want.expert_offsets[e]);
@@ -111,7 +113,10 @@ TEST_CASE("gpu: the routing kernel's outputs equal the CPU routing, every varian
   check_routing("1024 threads staged, uniform (gpt-oss)", gpt_oss_120b_shape(), 4096, Routing::uniform, 3);
   check_routing("1024 threads staged, one expert (gpt-oss)", gpt_oss_120b_shape(), 2049, Routing::one_expert, 4);
   check_routing("1024 threads unstaged: 2048 experts, drops", many, 300, Routing::with_drops, 5);
-  check_routing("1024 threads unstaged: > 24576 routes (gpt-oss)", gpt_oss_120b_shape(), 8192, Routing::with_drops, 6);
+  check_routing("1024 threads chunked: > 24576 routes (gpt-oss)", gpt_oss_120b_shape(), 8192, Routing::with_drops, 6);
+  check_routing("chunked, last chunk partial, one expert (qwen3)", qwen3_30b_shape(), 4100, Routing::one_expert, 7);
+  check_routing("chunked: 2048 experts, 40000 routes, drops", many, 5000, Routing::with_drops, 8);
+  check_routing("chunked: 131072 routes, uniform (qwen3)", qwen3_30b_shape(), 16384, Routing::uniform, 9);
   // Split tail with experts of <= 64 rows (tail only), 65..128 (one full-list
   // tile), and 129+ rows: qwen3 at T = 1000 (about 62 rows per expert).
   check_routing("1024 threads staged, split tail (qwen3)", qwen3_30b_shape(), 1000, Routing::with_drops, 11);
