@@ -1,5 +1,6 @@
 // MoE routing on the device: topk_ids [T, top_k] -> expert-sorted routed rows and
-// the m-tile schedules of the two grouped GEMMs. One CTA, no host synchronization,
+// the m-tile schedules of the two grouped GEMMs. One CTA (or three chunked
+// launches past 24576 routes: "Phases" below), no host synchronization,
 // capturable in a CUDA graph.
 //
 // ---- Tunable parameters -------------------------------------------------------
