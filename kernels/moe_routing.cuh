@@ -1,7 +1,7 @@
 // MoE routing on the device: topk_ids [T, top_k] -> expert-sorted routed rows and
 // the m-tile schedules of the two grouped GEMMs. One CTA (or three chunked
-// launches past 24576 routes: "Phases" below), no host synchronization,
-// capturable in a CUDA graph.
+// launches where the routes do not fit the staging: "Phases" below), no host
+// synchronization, capturable in a CUDA graph.
 //
 // ---- Tunable parameters -------------------------------------------------------
 //   THREADS : CTA size (template argument: 256 up to 1024 routes, else 1024;
@@ -114,19 +114,19 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
   const int phase = grouped ? 0 : p.phase;
   if (phase == 1 || phase == 3) {
     // Count (1) or scatter (3) the routes of chunk blockIdx.x.
-    const int begin = blockIdx.x * p.chunk_routes;
-    const int end = min(begin + p.chunk_routes, p.num_routes);
+    const long long begin = (long long)blockIdx.x * p.chunk_routes;
+    const int end = (int)min(begin + p.chunk_routes, (long long)p.num_routes);
     int* chunk = p.chunk_counts + (long long)blockIdx.x * E;
     for (int e = tid; e < E; e += THREADS) count[e] = phase == 1 ? 0 : chunk[e];
     __syncthreads();
-    for (int i = begin + tid; i < end; i += THREADS) {
+    for (long long i = begin + tid; i < end; i += THREADS) {
       const int e = p.topk_ids[i];
       const bool ok = e >= 0 && e < E;
       if (phase == 1) {
         if (ok) atomicAdd(&count[e], 1);
       } else {
         const int pos = ok ? atomicAdd(&count[e], 1) : -1;
-        if (ok) p.sorted_route[pos] = i;
+        if (ok) p.sorted_route[pos] = (int)i;
         p.route_row[i] = pos;
       }
     }
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p)
     }
     return;
   }
-  const int chunks = phase == 2 ? (p.num_routes + p.chunk_routes - 1) / p.chunk_routes : 0;
+  const int chunks = phase == 2 ? (int)(((long long)p.num_routes + p.chunk_routes - 1) / p.chunk_routes) : 0;
   if (phase == 2) {
     for (int e = tid; e < E; e += THREADS) {
       int c = 0;

@@ -154,7 +154,8 @@ TEST_CASE("gpu: FP8 activation quantizers match the CPU quantizers bit for bit",
     for (auto [rows, cols, stride] :
          {std::tuple{1u, 32u, 32u}, std::tuple{333u, 2880u, 2888u}, std::tuple{64u, 7168u, 7168u},
           std::tuple{4097u, 768u, 776u}, std::tuple{70u, 14336u, 14336u}, std::tuple{19u, 2048u, 2056u},
-          std::tuple{5u, 20480u, 20480u}, std::tuple{9u, 4096u, 4096u}}) {
+          std::tuple{16u, 20480u, 20480u}, std::tuple{9u, 4096u, 4096u}, std::tuple{37u, 256u, 264u},
+          std::tuple{41u, 512u, 512u}}) {
       ref::TestRng rng(rows * 7 + cols);
       const auto x = tricky_rows(rows, stride, cols, rng);
       // CPU on the packed rows

@@ -27,7 +27,8 @@ std::vector<std::int32_t> download_i32(DevicePtr p, std::size_t n) {
   return v;
 }
 
-void check_routing(const char* what, const MoeLayerShape& s, std::uint32_t T, Routing routing, std::uint64_t seed) {
+void check_routing(const char* what, const MoeLayerShape& s, std::uint32_t T, Routing routing, std::uint64_t seed,
+                   bool want_chunked = false) {
   ref::TestRng rng(seed);
   const auto in = LayerInputs::make(s, T, routing, rng);
   MoeLayer layer(gpu_runtime(), s, QuantMode::w4a16_mxfp4);
@@ -49,6 +50,7 @@ void check_routing(const char* what, const MoeLayerShape& s, std::uint32_t T, Ro
               ops::route_threads(std::uint64_t(bucket) * s.top_k),
               int(ops::route_staged(E, std::uint64_t(bucket) * s.top_k)),
               static_cast<unsigned long long>(chunked ? ops::route_chunks(R) : 0));
+  REQUIRE(chunked == want_chunked);
 
   // Per-expert row ranges are exact; the order inside an expert is free.
   for (std::uint32_t e = 0; e <= E; ++e) REQUIRE(std::uint64_t(offsets[e]) == want.expert_offsets[e]);
@@ -87,9 +89,15 @@ void check_routing(const char* what, const MoeLayerShape& s, std::uint32_t T, Ro
         tn.push_back(std::int32_t(stop));
       }
     }
-    const auto n = download_i32(list[3], 1);
+    const auto n = download_i32(list[3], 5);
     INFO("tile list " << kind << " bm=" << bm << " split=" << split);
     REQUIRE(std::size_t(n[0]) == te.size());
+    // The GEMMs' work-item counters and done counts, zeroed by the routing
+    // (the workspace started as 0xFF).
+    CHECK(n[1] == 0);
+    CHECK(n[2] == 0);
+    CHECK(n[3] == 0);
+    CHECK(n[4] == 0);
     CHECK(download_i32(list[0], te.size()) == te);
     CHECK(download_i32(list[1], te.size()) == tb);
     CHECK(download_i32(list[2], te.size()) == tn);
@@ -112,11 +120,11 @@ TEST_CASE("gpu: the routing kernel's outputs equal the CPU routing, every varian
   check_routing("1024 threads staged, drops (qwen3)", qwen3_30b_shape(), 300, Routing::with_drops, 2);
   check_routing("1024 threads staged, uniform (gpt-oss)", gpt_oss_120b_shape(), 4096, Routing::uniform, 3);
   check_routing("1024 threads staged, one expert (gpt-oss)", gpt_oss_120b_shape(), 2049, Routing::one_expert, 4);
-  check_routing("1024 threads unstaged: 2048 experts, drops", many, 300, Routing::with_drops, 5);
-  check_routing("1024 threads chunked: > 24576 routes (gpt-oss)", gpt_oss_120b_shape(), 8192, Routing::with_drops, 6);
-  check_routing("chunked, last chunk partial, one expert (qwen3)", qwen3_30b_shape(), 4100, Routing::one_expert, 7);
-  check_routing("chunked: 2048 experts, 40000 routes, drops", many, 5000, Routing::with_drops, 8);
-  check_routing("chunked: 131072 routes, uniform (qwen3)", qwen3_30b_shape(), 16384, Routing::uniform, 9);
+  check_routing("1024 threads unstaged: 2048 experts, drops", many, 300, Routing::with_drops, 5);  // 2400 routes
+  check_routing("1024 threads chunked: > 24576 routes (gpt-oss)", gpt_oss_120b_shape(), 8192, Routing::with_drops, 6, true);
+  check_routing("chunked, last chunk partial, one expert (qwen3)", qwen3_30b_shape(), 4100, Routing::one_expert, 7, true);
+  check_routing("chunked: 2048 experts, 40000 routes, drops", many, 5000, Routing::with_drops, 8, true);
+  check_routing("chunked: 131072 routes, uniform (qwen3)", qwen3_30b_shape(), 16384, Routing::uniform, 9, true);
   // Split tail with experts of <= 64 rows (tail only), 65..128 (one full-list
   // tile), and 129+ rows: qwen3 at T = 1000 (about 62 rows per expert).
   check_routing("1024 threads staged, split tail (qwen3)", qwen3_30b_shape(), 1000, Routing::with_drops, 11);
