@@ -386,8 +386,9 @@ def prefill_section(folder):
              "then its moejit.jsonl and peers.jsonl copied to docs/results-data/prefill/)" +
              (f", {env['date']}" if env.get("date") else "") + ". It measured the TMA warp-specialized kernel with "
              "its present tile scheduler (docs/kernels.md, \"Work items\"), epilogue and FP8 per-token promotion "
-             "(\"Epilogue and promotion\") and the "
-             "FP8 layers' bf16 Y, which the full run behind the per-model sections above did not have: at these T its "
+             "(\"Epilogue and promotion\"), the "
+             "FP8 layers' bf16 Y, the FP8 activation quantizers specialized on the row length (\"Quantizers\") and "
+             "the routing in chunked launches past its shared memory (\"Routing\"), which the full run behind the per-model sections above did not have: at these T its "
              "figures are the ones that describe the kernels. "
              f"Ceilings of this run: copy {ceilings['copy_TBps']:.2f} TB/s, bf16 matmul "
              f"{ceilings['bf16_mm_TFLOPs']:.0f} TFLOP/s, fp8 matmul {ceilings['fp8_mm_TFLOPs']:.0f} TFLOP/s. "
