@@ -167,8 +167,8 @@ SpecKey quantize_fp8_key(QuantMode mode, std::uint32_t cols, const Target& targe
 // codes or scales; launches without the attribute see ordinary stream order.
 // Precondition of this overload: kernel is the one of quantize_fp8_key(mode,
 // cols, target). The kernel is specialized on cols (the key's n) and quantizes
-// that many columns of each row; a kernel of other cols would write other
-// bytes, and the KernelRef does not carry its key to check it.
+// that many columns of each row. A kernel of other cols writes other bytes:
+// a KernelRef holds no key, so this overload cannot detect the mismatch.
 void quantize_fp8_gpu(const KernelRef& kernel, QuantMode mode, DevicePtr in, std::int64_t in_row_stride,
                       std::uint64_t rows, std::uint32_t cols, DevicePtr codes, DevicePtr scales, CUstream stream);
 // The same through the Runtime (kernel by quantize_fp8_key(mode, cols, target)).

@@ -1,5 +1,5 @@
 // op=quantize with quant = mxfp8 / fp8_per_token: the GPU activation quantizers
-// (kernels/quantize_fp8.cuh, which reuses the encoders of quantize_mxfp4.cuh).
+// (kernels/quantize_fp8.cuh, which reuses mx_scale_byte of quantize_mxfp4.cuh).
 #include <string>
 
 #include "../../kernels/quantize_fp8_geometry.cuh"
@@ -36,7 +36,6 @@ KernelSource generate_quantize_fp8(const SpecKey& key) {
     reject("experts/top_k", std::to_string(key.experts) + "/" + std::to_string(key.top_k), "quantize uses 0/0");
   KernelSource ks;
   ks.source = std::string(kernel_file("quantize_mxfp4.cuh"));
-  ks.source += "\n";
   ks.source += "\n";
   ks.source += kernel_file("quantize_fp8_geometry.cuh");
   ks.source += "\n";

@@ -29,8 +29,9 @@ inline constexpr bool route_staged(std::uint32_t experts, std::uint64_t routes) 
 // at 131K routes (Qwen3-30B-A3B, T = 16384) 32 CTAs, a list phase that sums
 // 32 counts per expert.
 inline constexpr std::uint32_t kRouteChunkRoutes = 4096;
-inline constexpr bool route_chunked(std::uint32_t experts, std::uint64_t routes) {
-  return route_threads(routes) == 1024 && !route_staged(experts, routes);
+// bucket_routes: the bucket's routes (they choose the kernel); routes: the call's.
+inline constexpr bool route_chunked(std::uint32_t experts, std::uint64_t bucket_routes, std::uint64_t routes) {
+  return route_threads(bucket_routes) == 1024 && !route_staged(experts, bucket_routes) && routes > kRouteChunkRoutes;
 }
 inline constexpr std::uint64_t route_chunks(std::uint64_t routes) {
   return (routes + kRouteChunkRoutes - 1) / kRouteChunkRoutes;

@@ -214,7 +214,8 @@ void MoeLayer::route(const MoeLayerArgs& a, const ops::MoeLayerPlan& plan, const
     p.tail = {64, dptr(v.tail_tiles[0]), dptr(v.tail_tiles[1]), dptr(v.tail_tiles[2]),
               dptr(v.tail_tiles[3])};
   }
-  if (!plan.route_staged && k.launch.block_threads == 1024 && p.num_routes > int(ops::kRouteChunkRoutes)) {
+  if (ops::route_chunked(shape_.experts, std::uint64_t(plan.route_key.token_bucket) * shape_.top_k,
+                         std::uint64_t(p.num_routes))) {
     // Chunked: count, lists, scatter (kernels/moe_routing.cuh, "Phases").
     p.chunk_counts = dptr(a.workspace + layout_for(shape_, quant_, a.num_tokens).route_chunks);
     p.chunk_routes = static_cast<int>(ops::kRouteChunkRoutes);

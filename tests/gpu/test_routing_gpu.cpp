@@ -2,7 +2,8 @@
 // output it writes, for each of its variants - 256 threads (<= 1024 routes),
 // 1024 threads staged in shared memory, and 1024 threads scattering to global
 // memory (more routes than the staging holds, or too many experts), the
-// latter as three chunked launches past 4096 routes - with dropped routes. The layer tests check routing only through sampled tokens.
+// latter as three chunked launches past 4096 routes - with dropped routes.
+// The layer tests check routing only through sampled tokens.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -44,7 +45,7 @@ void check_routing(const char* what, const MoeLayerShape& s, std::uint32_t T, Ro
   const auto sorted = download_i32(v.sorted_route, R);
   const auto row_of = download_i32(v.route_row, R);
   const std::uint64_t rows = want.rows();
-  const bool chunked = ops::route_chunked(E, std::uint64_t(bucket) * s.top_k) && R > ops::kRouteChunkRoutes;
+  const bool chunked = ops::route_chunked(E, std::uint64_t(bucket) * s.top_k, R);
   std::printf("  %-44s T=%-5u E=%-4u routes=%-6llu rows=%-6llu threads=%u staged=%d chunks=%llu\n", what, T, E,
               static_cast<unsigned long long>(R), static_cast<unsigned long long>(rows),
               ops::route_threads(std::uint64_t(bucket) * s.top_k),
