@@ -16,12 +16,23 @@
 
 namespace moejit {
 
-// 16-byte read-only global load of streamed weights: no L1 allocation, and a
-// 256-byte L2 prefetch (the warp reads the rest of the row's line next).
+// 16-byte read-only global load of streamed weights: no L1 allocation, and an
+// L2 prefetch of the L2_PREFETCH-byte block around it (128 or 256; the warp
+// reads the rest of the row's block next). Why not always 256: the block is
+// read from DRAM more than once when the warp's own loads of its other bytes
+// reach L2 before it lands; docs/kernels.md ("Weight loads and the L2
+// prefetch size") has the DRAM bytes and times of both sizes per kernel.
+template <int L2_PREFETCH = 256>
 __device__ __forceinline__ void ldg_stream_v4(const void* ptr, u32 (&r)[4]) {
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "l"(ptr));
+  static_assert(L2_PREFETCH == 128 || L2_PREFETCH == 256, "L2 prefetch size: 128 or 256 bytes");
+  if (L2_PREFETCH == 256)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "l"(ptr));
+  else
+    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "l"(ptr));
 }
 // 16-byte read-only global load through L1 (activations, re-read by other
 // warps). Not volatile: the compiler may hoist it as far as registers allow.
