@@ -70,9 +70,15 @@ TEST_CASE("tools alike: errors name the flag the user typed, not the library's f
                     {"--model deepseek-v3", "--quant", "bf16", "w4a16_mxfp4"});
   check_usage_error("moejit-prewarm", run_tool("moejit-prewarm", with(kSmall, {"--quant", "int3"})),
                     {"--quant", "int3"});
-  // A real quant mode moejit-run has no random layer data for: a usage error, not a GPU failure.
-  check_usage_error("moejit-run", run_tool("moejit-run", {"--quant", "mxfp8", "--tokens", "1"}),
-                    {"--quant mxfp8", "bf16", "w4a16_mxfp4"});
+  // --weight-scale on a mode that does not choose its weight scales: a usage
+  // error before any GPU work, naming the option, the choices and the mode.
+  check_usage_error("moejit-run", run_tool("moejit-run", {"--quant", "mxfp8", "--weight-scale", "per_channel"}),
+                    {"--weight-scale per_channel", "fp8_per_token", "per_expert", "mxfp8"});
+  check_usage_error("moejit-run",
+                    run_tool("moejit-run", {"--quant", "fp8_per_token", "--weight-scale", "e8m0_block32"}),
+                    {"--weight-scale e8m0_block32", "per_channel"});
+  check_usage_error("moejit-run", run_tool("moejit-run", {"--quant", "fp8_per_token", "--weight-scale", "hourly"}),
+                    {"--weight-scale"});
 }
 
 TEST_CASE("tools alike: --json and --pack to an unusable place fail at once with exit 2, before any compile",

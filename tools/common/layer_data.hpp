@@ -1,12 +1,17 @@
 #pragma once
 // Random data for running one MoE layer on the GPU from the tools and the
-// benchmarks: expert weights (bf16 or MXFP4) and per-call inputs on the device.
-// Not a test fixture: it holds no reference and checks nothing.
+// benchmarks: expert weights (bf16, MXFP4, MXFP8 or FP8 per token) and
+// per-call inputs on the device. Not a test fixture: it holds no reference and
+// checks nothing.
 //
 // Weights are scaled so that products with N(0,1) activations stay O(1..10):
 // MXFP4: uniform random e2m1 bytes, E8M0 scales in {2^-7, 2^-6, 2^-5} (2^-5..2^-3
-// for K < 2048); bf16: uniform in +-2/sqrt(K). Inputs: x ~ uniform(-1.7, 1.7)
-// (unit variance), distinct experts per token, router weights in [0.05, 1).
+// for K < 2048); bf16: uniform in +-2/sqrt(K); e4m3 (MXFP8, FP8 per token):
+// random sign and mantissa, exponents 2^-2..2^1 (magnitudes 0.25..3.75, never
+// NaN), times 2^round(-log2(1.6 sqrt(K))) (MXFP8: that E8M0 code or the next,
+// per block of 32; per token: that fp32 per expert or per output channel).
+// Inputs: x ~ uniform(-1.7, 1.7) (unit variance), distinct experts per token,
+// router weights in [0.05, 1).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -55,10 +60,50 @@ inline std::uint32_t gate_up_cols(const MoeLayerShape& s) {
 struct DeviceExpertWeights {
   device::Buffer w, scales;
 
+  // Bytes of one expert's weights and scales (what a GEMM must read per expert hit).
+  static double bytes_per_expert(QuantMode q, WeightScale ws, std::uint32_t N, std::uint32_t K) {
+    const double nk = double(N) * K;
+    switch (q) {
+      case QuantMode::bf16: return 2 * nk;
+      case QuantMode::w4a16_mxfp4: return nk * (0.5 + 1.0 / 32);
+      case QuantMode::mxfp8: return nk * (1.0 + 1.0 / 32);
+      case QuantMode::fp8_per_token: return nk + (ws == WeightScale::per_channel ? 4.0 * N : 4.0);
+    }
+    return 0;
+  }
+
   static DeviceExpertWeights random(QuantMode q, std::uint32_t E, std::uint32_t N, std::uint32_t K,
-                                    std::uint64_t seed) {
+                                    std::uint64_t seed, WeightScale ws = WeightScale::per_expert) {
     DeviceExpertWeights d;
     const std::size_t elems = std::size_t(E) * N * K;
+    if (q == QuantMode::mxfp8 || q == QuantMode::fp8_per_token) {
+      std::vector<std::uint8_t> data(elems);
+      parallel_fill(data.size(), seed, [&](std::size_t b, std::size_t e, std::uint64_t s) {
+        for (std::size_t i = b; i < e; ++i) {
+          const std::uint64_t r = splitmix64(s);
+          // sign | exponent field 5..8 | mantissa
+          data[i] = static_cast<std::uint8_t>((r & 0x80u) | ((5u + (r >> 8) % 4u) << 3) | ((r >> 16) & 7u));
+        }
+      });
+      d.w = device::Buffer(data.size());
+      d.w.upload(data.data(), data.size());
+      const int e = static_cast<int>(std::lround(-std::log2(1.6 * std::sqrt(double(K)))));
+      if (q == QuantMode::mxfp8) {
+        std::vector<std::uint8_t> sc(elems / 32);
+        parallel_fill(sc.size(), seed + 1, [&](std::size_t b, std::size_t e2, std::uint64_t s) {
+          for (std::size_t i = b; i < e2; ++i) sc[i] = static_cast<std::uint8_t>(127 + e + int(splitmix64(s) % 2));
+        });
+        d.scales = device::Buffer(sc.size());
+        d.scales.upload(sc.data(), sc.size());
+      } else {
+        std::vector<float> sc(ws == WeightScale::per_channel ? std::size_t(E) * N : E);
+        std::uint64_t st = seed + 1;
+        for (auto& v : sc) v = std::ldexp(1.0f + 0.25f * unit_float(st), e);
+        d.scales = device::Buffer(sc.size() * 4);
+        d.scales.upload(sc.data(), sc.size() * 4);
+      }
+      return d;
+    }
     if (q == QuantMode::w4a16_mxfp4) {
       std::vector<std::uint8_t> data(elems / 2), sc(elems / 32);
       parallel_fill(data.size(), seed, [&](std::size_t b, std::size_t e, std::uint64_t s) {
@@ -85,15 +130,17 @@ struct DeviceExpertWeights {
   }
 };
 
-// Both GEMMs' weights and biases of one layer (bf16 or w4a16_mxfp4) on the device.
+// Both GEMMs' weights and biases of one layer on the device; ws: the
+// fp8_per_token weight-scale layout (per_expert or per_channel).
 struct DeviceLayerWeights {
   DeviceExpertWeights w1, w2;
   device::Buffer b1, b2;
 
-  static DeviceLayerWeights random(const MoeLayerShape& s, QuantMode q, std::uint64_t seed) {
+  static DeviceLayerWeights random(const MoeLayerShape& s, QuantMode q, std::uint64_t seed,
+                                   WeightScale ws = WeightScale::per_expert) {
     DeviceLayerWeights l;
-    l.w1 = DeviceExpertWeights::random(q, s.experts, gate_up_cols(s), s.hidden, seed);
-    l.w2 = DeviceExpertWeights::random(q, s.experts, s.hidden, s.intermediate, seed + 7);
+    l.w1 = DeviceExpertWeights::random(q, s.experts, gate_up_cols(s), s.hidden, seed, ws);
+    l.w2 = DeviceExpertWeights::random(q, s.experts, s.hidden, s.intermediate, seed + 7, ws);
     auto bias = [&](BiasKind kind, std::size_t n, std::uint64_t bseed) {
       std::uint64_t st = bseed;
       if (kind == BiasKind::bf16) {

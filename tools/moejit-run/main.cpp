@@ -1,11 +1,14 @@
 // moejit-run: runs one MoE layer of a model on the GPU with random weights
-// (MXFP4 or bf16), checks it, and times the layer per token count T (CUDA
-// events, median), printing achieved weight bandwidth and TFLOP/s next to the
-// floor.
+// (bf16, W4A16 MXFP4, MXFP8 or FP8 per token: tools/common/layer_data.hpp),
+// checks it, and times the layer per token count T (CUDA events, median),
+// printing achieved weight bandwidth and TFLOP/s next to the floor.
 //
 // The check (--check-tokens N): every output is finite, and N sampled tokens
 // run alone (T = 1: the decode kernels, another tile schedule and reduction)
-// agree with their rows of the batch within a relative error of 1e-2. The
+// agree with their rows of the batch within a relative error of 1e-2 (bf16,
+// w4a16_mxfp4) or 5e-2 (FP8 modes: the layer quantizes H per row to e4m3,
+// whose steps are 6 % apart, from bf16 values that the two kernels may round
+// differently in the last bit, so a row's scale and some codes can move). The
 // float64 reference check of every kernel is the GPU test suite's
 // (tests/gpu, scripts/gpu-suite.sh).
 //
@@ -102,9 +105,13 @@ int main(int argc, char** argv) {
   std::string model = "gpt-oss-120b", quant_text, cache_dir, json_path;
   std::vector<std::uint32_t> tokens{1, 8, 64, 512, 4096};
   int iters = 50, sample = 8;
-  double copy_tbps = 4.23, bf16_tflops = 782.0;
+  std::string weight_scale_text;
+  double copy_tbps = 4.23, bf16_tflops = 782.0, fp8_tflops = 1430.0;
   app.add_option("--model", model, "embedded model config (moejit-prewarm --help lists them)");
-  app.add_option("--quant", quant_text, "bf16 | w4a16_mxfp4 (default: the checkpoint's, else bf16)");
+  app.add_option("--quant", quant_text,
+                 "bf16 | w4a16_mxfp4 | mxfp8 | fp8_per_token (default: the checkpoint's, else bf16)");
+  app.add_option("--weight-scale", weight_scale_text,
+                 "fp8_per_token weight scales: per_expert (default) | per_channel");
   app.add_option("--tokens", tokens, "token counts T to run")->delimiter(',');
   app.add_option("--iters", iters, "timed runs per T (median reported)")->check(CLI::Range(5, 100000));
   app.add_option("--check-tokens", sample, "tokens per T run alone (T = 1) and compared with the batch")->check(CLI::Range(0, 4096));
@@ -112,6 +119,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "also append one JSON object per T to this file");
   app.add_option("--copy-tbps", copy_tbps, "measured device copy bandwidth for the floor (TB/s)");
   app.add_option("--bf16-tflops", bf16_tflops, "measured bf16 tensor rate for the floor (TFLOP/s)");
+  app.add_option("--fp8-tflops", fp8_tflops, "measured fp8 tensor rate for the floor of the FP8 modes (TFLOP/s)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -138,19 +146,29 @@ int main(int argc, char** argv) {
       } catch (const InvalidArgument& e) {
         return usage(std::string("--quant: ") + e.what());
       }
-      // The random layer data (tools/common/layer_data.hpp) has these two weight layouts only.
-      if (*po.quant != QuantMode::bf16 && *po.quant != QuantMode::w4a16_mxfp4)
-        return usage("--quant " + quant_text + ": moejit-run runs bf16 and w4a16_mxfp4 layers (bash bench/run.sh times the FP8 modes)");
     } else if (!spec.checkpoint_quant) {
       if (!spec.checkpoint_quant_method.empty())
         return usage("--model " + model + ": its checkpoint quantization '" + spec.checkpoint_quant_method +
-                     "' is not supported; choose a quant mode with --quant (bf16, w4a16_mxfp4)");
+                     "' is not supported; choose a quant mode with --quant (bf16, w4a16_mxfp4, mxfp8, fp8_per_token)");
       po.quant = QuantMode::bf16;
     }
     po.max_num_tokens = *std::max_element(tokens.begin(), tokens.end());
     const PrewarmPlan plan = make_plan(spec, po);
     const MoeLayerShape shape = plan.layers.at(0);
     const QuantMode quant = plan.quant_modes.at(0);
+    WeightScale wscale = default_weight_scale(quant);
+    if (!weight_scale_text.empty()) {
+      try {
+        wscale = parse_weight_scale(weight_scale_text);
+      } catch (const InvalidArgument& e) {
+        return usage(std::string("--weight-scale: ") + e.what());
+      }
+      if (quant != QuantMode::fp8_per_token ||
+          (wscale != WeightScale::per_expert && wscale != WeightScale::per_channel))
+        return usage("--weight-scale " + weight_scale_text + ": only fp8_per_token chooses its weight scales "
+                     "(per_expert or per_channel); this run is " + std::string(to_string(quant)));
+    }
+    const bool fp8 = quant == QuantMode::mxfp8 || quant == QuantMode::fp8_per_token;
     if (!device::available()) {
       std::fprintf(stderr, "moejit-run: error: no usable GPU (libcuda.so.1 / device)\n");
       return 3;
@@ -162,15 +180,16 @@ int main(int argc, char** argv) {
     std::printf("model %s: %s, quant %s\n", model.c_str(), shape.to_string().c_str(),
                 std::string(to_string(quant)).c_str());
     const std::uint64_t seed = 0x5EEDull;
-    const DeviceLayerWeights dw = DeviceLayerWeights::random(shape, quant, seed);
+    const DeviceLayerWeights dw = DeviceLayerWeights::random(shape, quant, seed, wscale);
     const MoeWeights weights = dw.view();
-    MoeLayer layer(rt, shape, quant);
+    MoeLayer layer(rt, shape, quant, wscale);
     const double n1 = gate_up_cols(shape);
     const double w1_bytes_per_expert =
-        quant == QuantMode::w4a16_mxfp4 ? n1 * double(shape.hidden) * (0.5 + 1.0 / 32) : n1 * double(shape.hidden) * 2;
-    const double w2_bytes_per_expert = quant == QuantMode::w4a16_mxfp4
-                                           ? double(shape.hidden) * shape.intermediate * (0.5 + 1.0 / 32)
-                                           : double(shape.hidden) * shape.intermediate * 2;
+        DeviceExpertWeights::bytes_per_expert(quant, wscale, gate_up_cols(shape), shape.hidden);
+    const double w2_bytes_per_expert =
+        DeviceExpertWeights::bytes_per_expert(quant, wscale, shape.hidden, shape.intermediate);
+    const double tensor_tflops = fp8 ? fp8_tflops : bf16_tflops;
+    const double tolerance = fp8 ? 5e-2 : 1e-2;
     std::vector<Row> rows;
     bool ok = true;
     device::Event ev0, ev1;
@@ -201,7 +220,7 @@ int main(int argc, char** argv) {
                        out.begin() + std::size_t(t + 1) * shape.hidden);
         }
         err = relative_error(alone, batch);
-        if (bad != 0 || !(err < 1e-2)) {
+        if (bad != 0 || !(err < tolerance)) {
           std::fprintf(stderr, "moejit-run: CHECK FAILED at T=%u: rel.err %.3e, %zu non-finite outputs\n", T, err, bad);
           ok = false;
         }
@@ -263,7 +282,7 @@ int main(int argc, char** argv) {
       const double wbytes = hit.size() * (w1_bytes_per_expert + w2_bytes_per_expert);
       const double rows_ = double(T) * shape.top_k;
       const double flops = 2.0 * rows_ * (n1 * shape.hidden + double(shape.hidden) * shape.intermediate);
-      const double floor_us = std::max(wbytes / (copy_tbps * 1e12), flops / (bf16_tflops * 1e12)) * 1e6;
+      const double floor_us = std::max(wbytes / (copy_tbps * 1e12), flops / (tensor_tflops * 1e12)) * 1e6;
       rows.push_back({T, us, median(qms) * 1e3, wbytes / (us * 1e-6) / 1e12, flops / (us * 1e-6) / 1e12, floor_us, err,
                       static_cast<std::uint32_t>(hit.size()), {step_us[0], step_us[1], step_us[2], step_us[3]},
                       median(gms) * 1e3});
@@ -278,6 +297,7 @@ int main(int argc, char** argv) {
       const std::string tune = to_string(rt.gemm_tuning());
       for (const auto& r : rows) {
         nlohmann::json j{{"tool", "moejit-run"}, {"model", model}, {"quant", std::string(to_string(quant))},
+                         {"weight_scale", std::string(to_string(wscale))},
                          {"T", r.T}, {"experts_hit", r.experts_hit}, {"time_us", r.us}, {"queued_us", r.queued_us},
                          {"graph_us", r.graph_us},
                          {"weight_tbps", r.weight_tbps}, {"tflops", r.tflops}, {"floor_us", r.floor_us},
@@ -293,7 +313,7 @@ int main(int argc, char** argv) {
       std::printf("%7u %9.1f %10.1f %10.1f %10.1f\n", r.T, r.step_us[0], r.step_us[1], r.step_us[2], r.step_us[3]);
     std::printf("\nkernels (ptxas report):\n");
     for (std::uint32_t T : tokens) {
-      for (const SpecKey& key : moe_layer_keys(shape, quant, default_weight_scale(quant), round_up_tokens(T), Target{}, rt.gemm_tuning())) {
+      for (const SpecKey& key : moe_layer_keys(shape, quant, wscale, round_up_tokens(T), Target{}, rt.gemm_tuning())) {
         const auto ck = rt.compiled(key);
         const std::string cfg = rt.source(key).config_text;
         std::printf("  T=%-5u %-8s regs=%-4d spill_st=%-3d spill_ld=%-3d stack=%-4d smem_dyn=%-6u threads=%-4u %s\n", T,
