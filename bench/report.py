@@ -299,6 +299,7 @@ def main():
     L.extend(grouped_gemm_section(os.path.join(args.data, "grouped-gemm", "grouped.jsonl")))
     L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
     L.extend(mxfp4_decode_tiles_section(os.path.join(args.data, "mxfp4-decode-tiles")))
+    L.extend(decode_formats_section(os.path.join(args.data, "decode-formats", "moejit-run.jsonl")))
     L.extend(serving_section(os.path.join(args.data, "serving")))
     L.extend(python_host_cost_section(os.path.join(args.data, "python-host-cost", "overhead.jsonl")))
 
@@ -567,6 +568,40 @@ def mxfp4_decode_tiles_section(folder):
         avg = fmt(T * topk / hit, 2) if hit and topk else "-"
         ratio = fmt(statistics.median(two) / statistics.median(one), 2) if one and two else "-"
         L.append(f"| {model} | {T} | {avg} | {span(one)} | {span(two)} | {ratio} |")
+    L.append("")
+    return L
+
+
+def decode_formats_section(path):
+    """Decode in every format from one GPU call of moejit-run (eager, queued and CUDA-graph
+    times, the steps timed alone), with the share of the copy bandwidth the graph replay reaches
+    over the bytes of the weights and scales of the experts hit."""
+    if not os.path.exists(path):
+        return []
+    rows = [r for r in read_jsonl(path) if r.get("tool") == "moejit-run"]
+    if not rows:
+        return []
+    copy = 4.23  # moejit-run's --copy-tbps default, the copy rate its floor uses
+    L = ["## Decode in every format, eager and from a CUDA graph", ""]
+    L.append("One GPU call (2026-12-04 06:25 UTC), random weights and uniform routing: "
+             "`moejit-run --model M --quant Q --tokens 1,8,64 --iters 30 --check-tokens 4 --json F` "
+             "(gpt-oss-120b; the other models at T = 1 and 64). eager: the layer between CUDA events on an "
+             "idle GPU, host submission inside (`time_us`); queued: behind a 100 us kernel, so its launches "
+             "are queued first; graph: one replay of the layer captured in a CUDA graph. MB: the weights "
+             "and scales of the experts hit (FP8 per token with per-expert fp32 scales); % copy: those bytes "
+             "over the graph time, against the 4.23 TB/s copy rate. The steps (gate_up, down, combine) are "
+             "each timed alone; in the FP8 modes gate_up and down include their activation quantizer. "
+             "Every sampled token run alone matched its row of the batch. The JSON lines are in "
+             "docs/results-data/decode-formats/.")
+    L.append("")
+    L.append("| model | format | T | experts hit | MB | eager us | queued us | graph us | % copy (graph) | gate_up / down / combine us |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        mb = r["weight_tbps"] * r["time_us"]  # TB/s x us = MB
+        pct = 100.0 * mb / r["graph_us"] / copy
+        steps = f"{fmt(r['gate_up_us'])} / {fmt(r['down_us'])} / {fmt(r['combine_us'])}"
+        L.append(f"| {r['model']} | {r['quant']} | {r['T']} | {r['experts_hit']} | {fmt(mb, 0)} | {fmt(r['time_us'])} | "
+                 f"{fmt(r['queued_us'])} | {fmt(r['graph_us'])} | {fmt(pct, 0)} | {steps} |")
     L.append("")
     return L
 
