@@ -202,7 +202,7 @@ def main():
                  "(docs/kernels.md), "
                  "and the [triton_kernels section](#gpt-oss-120b-w4a16-mxfp4-against-triton_kernels) at the end is a "
                  "separate call (moejit-run beside OpenAI's triton_kernels)" +
-                 (", as is the [weight gradient](#weight-gradient), whose rows the per-model tables leave out."
+                 (", as are the [weight gradient](#weight-gradient), whose rows the per-model tables leave out, and [decode in every format](#decode-in-every-format-eager-and-from-a-cuda-graph) (moejit-run, eager and CUDA-graph times)."
                   if wgrad_apart else "."))
         L.append("")
         L.append("| T | moejit us | floor us | TB/s | TFLOP/s | peer: MXFP4 dequant + _grouped_mm (gu+down) us |")
@@ -581,27 +581,37 @@ def decode_formats_section(path):
     rows = [r for r in read_jsonl(path) if r.get("tool") == "moejit-run"]
     if not rows:
         return []
-    copy = 4.23  # moejit-run's --copy-tbps default, the copy rate its floor uses
+    # Rows from before moejit-run wrote its settings carry its defaults of that time.
+    copy = {r.get("copy_tbps", 4.23) for r in rows}
+    tol = lambda r: r.get("tolerance", 5e-2 if r["quant"] in ("mxfp8", "fp8_per_token") else 1e-2)
+    failed = [r for r in rows if not (r.get("rel_err", 0) < tol(r))]
+    dates = sorted({r["date"] for r in rows if r.get("date")})
+    models = sorted({r["model"] for r in rows})
     L = ["## Decode in every format, eager and from a CUDA graph", ""]
-    L.append("One GPU call (2026-12-04 06:25 UTC), random weights and uniform routing: "
-             "`moejit-run --model M --quant Q --tokens 1,8,64 --iters 30 --check-tokens 4 --json F` "
-             "(gpt-oss-120b; the other models at T = 1 and 64). eager: the layer between CUDA events on an "
+    when = f" ({dates[0]})" if len(dates) == 1 else ""
+    L.append(f"One GPU call{when}, random weights (tools/common/layer_data.hpp) and uniform routing: "
+             "`moejit-run --model M --quant Q --tokens ... --iters 30 --check-tokens 4 --json F`, models "
+             f"{', '.join(models)}, the formats and T in the table. eager: the layer between CUDA events on an "
              "idle GPU, host submission inside (`time_us`); queued: behind a 100 us kernel, so its launches "
              "are queued first; graph: one replay of the layer captured in a CUDA graph. MB: the weights "
-             "and scales of the experts hit (FP8 per token with per-expert fp32 scales); % copy: those bytes "
-             "over the graph time, against the 4.23 TB/s copy rate. The steps (gate_up, down, combine) are "
-             "each timed alone; in the FP8 modes gate_up and down include their activation quantizer. "
-             "Every sampled token run alone matched its row of the batch. The JSON lines are in "
-             "docs/results-data/decode-formats/.")
+             "and scales of the experts hit (the weight_scale column: the FP8 per-token scale layout); "
+             f"% copy: those bytes over the graph time, against the copy rate of moejit-run's floor "
+             f"({', '.join(fmt(c, 2) for c in sorted(copy))} TB/s, a device-to-device copy: read and write, so a "
+             "read-only stream can pass 100 %). The steps (gate_up, down, combine) are each timed alone; in the "
+             "FP8 modes gate_up and down include their activation quantizer. Sampled tokens run alone against "
+             "their rows of the batch: "
+             + ("all within the check's tolerance. " if not failed else f"{len(failed)} rows over the tolerance. ")
+             + "The JSON lines are in docs/results-data/decode-formats/.")
     L.append("")
-    L.append("| model | format | T | experts hit | MB | eager us | queued us | graph us | % copy (graph) | gate_up / down / combine us |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| model | format | weight_scale | T | experts hit | MB | eager us | queued us | graph us | % copy (graph) | gate_up / down / combine us |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         mb = r["weight_tbps"] * r["time_us"]  # TB/s x us = MB
-        pct = 100.0 * mb / r["graph_us"] / copy
+        pct = 100.0 * mb / r["graph_us"] / r.get("copy_tbps", 4.23)
         steps = f"{fmt(r['gate_up_us'])} / {fmt(r['down_us'])} / {fmt(r['combine_us'])}"
-        L.append(f"| {r['model']} | {r['quant']} | {r['T']} | {r['experts_hit']} | {fmt(mb, 0)} | {fmt(r['time_us'])} | "
-                 f"{fmt(r['queued_us'])} | {fmt(r['graph_us'])} | {fmt(pct, 0)} | {steps} |")
+        L.append(f"| {r['model']} | {r['quant']} | {r.get('weight_scale', '-')} | {r['T']} | {r['experts_hit']} | "
+                 f"{fmt(mb, 0)} | {fmt(r['time_us'])} | {fmt(r['queued_us'])} | {fmt(r['graph_us'])} | {fmt(pct, 0)} | "
+                 f"{steps} |")
     L.append("")
     return L
 

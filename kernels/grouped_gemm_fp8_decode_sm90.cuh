@@ -123,7 +123,10 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (ok) {
-        ldg_stream_v4(w_expert + w_off[h] + kUnit * u, ra[d][h]);
+        // 256-byte L2 prefetch: DRAM reads about 1.26x the weights with it,
+        // but the smaller block and no hint both measured slower (too few
+        // bytes in flight; docs/kernels.md, "Weight loads and the L2 prefetch size").
+        ldg_stream_v4<256>(w_expert + w_off[h] + kUnit * u, ra[d][h]);
       } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) ra[d][h][j] = 0u;

@@ -22,10 +22,10 @@ namespace moejit {
 // read from DRAM more than once when the warp's own loads of its other bytes
 // reach L2 before it lands; docs/kernels.md ("Weight loads and the L2
 // prefetch size") has the DRAM bytes and times of both sizes per kernel.
-template <int L2_PREFETCH = 256>
+template <int L2_PREFETCH>
 __device__ __forceinline__ void ldg_stream_v4(const void* ptr, u32 (&r)[4]) {
   static_assert(L2_PREFETCH == 128 || L2_PREFETCH == 256, "L2 prefetch size: 128 or 256 bytes");
-  if (L2_PREFETCH == 256)
+  if constexpr (L2_PREFETCH == 256)
     asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "l"(ptr));

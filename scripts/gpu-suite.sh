@@ -33,5 +33,11 @@ start=$(date +%s)
 suite=${PIPESTATUS[0]}
 "$run_bin" --model gpt-oss-120b --tokens 1,8,64,512,4096 2>&1 | tee "$OUT_DIR/moejit-run.log"
 run=${PIPESTATUS[0]}
+# The FP8 layers at two decode T (per-channel weight scales for per token).
+for args in "--quant mxfp8" "--quant fp8_per_token --weight-scale per_channel"; do
+  # shellcheck disable=SC2086
+  "$run_bin" --model qwen3-30b-a3b $args --tokens 1,64 --iters 10 2>&1 | tee -a "$OUT_DIR/moejit-run.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || run=1
+done
 echo "gpu suite exit $suite, moejit-run exit $run, $(( $(date +%s) - start )) s; logs in $OUT_DIR"
 [ "$suite" -eq 0 ] && [ "$run" -eq 0 ]

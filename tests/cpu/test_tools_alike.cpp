@@ -73,12 +73,21 @@ TEST_CASE("tools alike: errors name the flag the user typed, not the library's f
   // --weight-scale on a mode that does not choose its weight scales: a usage
   // error before any GPU work, naming the option, the choices and the mode.
   check_usage_error("moejit-run", run_tool("moejit-run", {"--quant", "mxfp8", "--weight-scale", "per_channel"}),
-                    {"--weight-scale per_channel", "fp8_per_token", "per_expert", "mxfp8"});
+                    {"--weight-scale per_channel", "--quant mxfp8", "fixed weight scales", "fp8_per_token"});
   check_usage_error("moejit-run",
                     run_tool("moejit-run", {"--quant", "fp8_per_token", "--weight-scale", "e8m0_block32"}),
-                    {"--weight-scale e8m0_block32", "per_channel"});
+                    {"--weight-scale e8m0_block32", "per_expert or per_channel"});
   check_usage_error("moejit-run", run_tool("moejit-run", {"--quant", "fp8_per_token", "--weight-scale", "hourly"}),
-                    {"--weight-scale"});
+                    {"--weight-scale hourly", "per_expert or per_channel"});
+  // Both FP8 modes are runnable: not a usage error (without a GPU: exit 3,
+  // "no usable GPU"; with one, the run itself).
+  for (const char* q : {"mxfp8", "fp8_per_token"}) {
+    const ToolResult r = run_tool("moejit-run", {"--quant", q, "--tokens", "1", "--iters", "5", "--check-tokens", "1"});
+    INFO(q << ": exit " << r.exit_code << ", stderr: " << r.err);
+    CHECK((r.exit_code == 0 || (r.exit_code == 3 && r.err.find("no usable GPU") != std::string::npos)));
+  }
+  // The floor's rates must be positive.
+  check_usage_error("moejit-run", run_tool("moejit-run", {"--fp8-tflops", "0"}), {"--fp8-tflops"});
 }
 
 TEST_CASE("tools alike: --json and --pack to an unusable place fail at once with exit 2, before any compile",

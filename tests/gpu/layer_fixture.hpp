@@ -1,6 +1,6 @@
 #pragma once
-// Host data, device buffers and the float64 reference for MoE layer tests and
-// the moejit-run demo. Weights are drawn fast (random MXFP4 bytes / uniform bf16)
+// Host data, device buffers and the float64 reference for the MoE layer tests
+// (moejit-run draws its own, tools/common/layer_data.hpp). Weights are drawn fast (random MXFP4 bytes / uniform bf16)
 // so real model shapes fit in a test run; the reference dequantizes them exactly.
 #include <algorithm>
 #include <cstdint>

@@ -8,8 +8,9 @@
 // MXFP4: uniform random e2m1 bytes, E8M0 scales in {2^-7, 2^-6, 2^-5} (2^-5..2^-3
 // for K < 2048); bf16: uniform in +-2/sqrt(K); e4m3 (MXFP8, FP8 per token):
 // random sign and mantissa, exponents 2^-2..2^1 (magnitudes 0.25..3.75, never
-// NaN), times 2^round(-log2(1.6 sqrt(K))) (MXFP8: that E8M0 code or the next,
-// per block of 32; per token: that fp32 per expert or per output channel).
+// NaN), times 2^e with e = round(-log2(1.6 sqrt(K))) (MXFP8: the E8M0 code of
+// 2^e or 2^(e+1), per block of 32; per token: an fp32 2^e x [1, 1.25) per
+// expert or per output channel).
 // Inputs: x ~ uniform(-1.7, 1.7) (unit variance), distinct experts per token,
 // router weights in [0.05, 1).
 #include <algorithm>
