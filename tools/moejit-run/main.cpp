@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <set>
@@ -120,13 +121,22 @@ int main(int argc, char** argv) {
   app.add_option("--check-tokens", sample, "tokens per T run alone (T = 1) and compared with the batch")->check(CLI::Range(0, 4096));
   app.add_option("--cache-dir", cache_dir, "kernel cache directory");
   app.add_option("--json", json_path, "also append one JSON object per T to this file");
+  // The floor's rates: finite and positive (CLI11's range check lets NaN through).
+  const CLI::Validator positive_rate(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || !(v > 0))
+          return "must be a positive number (got " + text + ")";
+        return {};
+      },
+      "RATE");
   // Defaults: the rates bench/run.sh measured on an H200 (copy: read + write).
-  app.add_option("--copy-tbps", copy_tbps, "measured device copy bandwidth for the floor (TB/s)")
-      ->check(CLI::Range(0.001, 1.0e6));
+  app.add_option("--copy-tbps", copy_tbps, "measured device copy bandwidth for the floor (TB/s)")->check(positive_rate);
   app.add_option("--bf16-tflops", bf16_tflops, "measured bf16 tensor rate for the floor (TFLOP/s)")
-      ->check(CLI::Range(0.001, 1.0e6));
+      ->check(positive_rate);
   app.add_option("--fp8-tflops", fp8_tflops, "measured fp8 tensor rate for the floor of the FP8 modes (TFLOP/s)")
-      ->check(CLI::Range(0.001, 1.0e6));
+      ->check(positive_rate);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version
@@ -139,10 +149,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "moejit-run: error: %s\n", what.c_str());
     return 2;
   };
-  // CLI11's range check lets NaN through.
-  for (const auto& [name, v] : {std::pair<const char*, double>{"--copy-tbps", copy_tbps}, {"--bf16-tflops", bf16_tflops},
-                                {"--fp8-tflops", fp8_tflops}})
-    if (!std::isfinite(v)) return usage(std::string(name) + ": must be a positive number (got " + std::to_string(v) + ")");
   // Named as typed: the library would report max_num_tokens.
   for (std::uint32_t t : tokens)
     if (t < 1 || t > kMaxBucketedTokens)
