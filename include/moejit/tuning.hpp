@@ -1,6 +1,7 @@
 #pragma once
-// Tuning of the MXFP4 and bf16 grouped GEMM kernels: optional overrides of the
-// tile parameters the heuristic picks for a key (src/ops/grouped_gemm_config.cpp).
+// Tuning of the MXFP4, bf16 and FP8 per-token decode grouped GEMM kernels:
+// optional overrides of the tile parameters the heuristic picks for a key
+// (src/ops/grouped_gemm_config.cpp, src/ops/fp8_gemm_config.cpp).
 //
 // An unset field keeps the heuristic's choice, so a default GemmTuning runs
 // exactly the heuristic's kernels. A set field changes the generated kernel
@@ -12,7 +13,10 @@
 // kernels/grouped_gemm_mxfp4_decode_sm90.cuh (decode) and of
 // kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, _wgmma_wa_sm90.cuh and
 // _ws_sm90.cuh, and kernels/grouped_gemm_tma_ws_sm90.cuh (prefill; bf16 takes
-// prefill.ws, wb and stages). The same fields are spelled as text in
+// prefill.ws, wb and stages). The FP8 per-token decode kernel
+// (kernels/grouped_gemm_fp8_decode_sm90.cuh) takes decode.wn, kw (1, 2 or 4),
+// depth (units of 64 k in flight, 1..6), ctas and fr, and ignores the
+// MXFP4-only mw, nt and xs; no other FP8 kernel takes a field. The same fields are spelled as text in
 // MOEJIT_GEMM_TUNE (docs/environment.md): comma-separated decode.<field>=<n> and
 // prefill.<field>=<n> items, prefill.split_tail as prefill.st, flags as 0 / 1;
 // to_string() and parse_gemm_tuning() convert between the two.
@@ -30,7 +34,8 @@
 namespace moejit {
 
 struct GemmTuning {
-  // The decode kernel (keys averaging <= 8 routed rows per expert hit).
+  // The decode kernels (keys averaging <= 8 routed rows per expert hit;
+  // mw, nt and xs: the MXFP4 decode kernel only).
   struct Decode {
     std::optional<int> wn;     // warps along N per CTA, 1..16; wn * kw <= 32
     std::optional<int> kw;     // warps along K per CTA, 1..16; must divide min(4, ceil(K / 256))

@@ -8,7 +8,7 @@ namespace moejit::codegen {
 KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning);  // op = gate_up, down (src/ops)
 // op = gate_up, down with quant = mxfp8 / fp8_per_token (src/ops/fp8_grouped_gemm.cpp,
 // kernels/grouped_gemm_fp8_sm90.cuh).
-KernelSource generate_grouped_gemm_fp8(const SpecKey& key);
+KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const GemmTuning& tuning);
 KernelSource generate_route(const SpecKey& key);         // op = route (src/ops)
 KernelSource generate_combine(const SpecKey& key);       // op = combine (src/ops)
 KernelSource generate_wgrad(const SpecKey& key);         // op = wgrad (src/ops/wgrad.cpp)

@@ -19,7 +19,7 @@ KernelSource generate(const SpecKey& key, const GemmTuning& tuning) {
   switch (key.op) {
     case OpKind::gate_up:
     case OpKind::down:
-      if (key.quant == QuantMode::mxfp8 || key.quant == QuantMode::fp8_per_token) return generate_grouped_gemm_fp8(key);
+      if (key.quant == QuantMode::mxfp8 || key.quant == QuantMode::fp8_per_token) return generate_grouped_gemm_fp8(key, tuning);
       return generate_grouped_gemm(key, tuning);
     case OpKind::route: return generate_route(key);
     case OpKind::combine: return generate_combine(key);

@@ -5,6 +5,7 @@
 
 #include "moejit/error.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "util/env.hpp"
 
 namespace moejit::ops {
 namespace {
@@ -12,6 +13,34 @@ constexpr int kSmCount = 132;  // H200; only shapes the heuristic, never correct
 constexpr int kBK = 128;       // bytes (= e4m3 elements) per k-slice
 constexpr std::uint32_t kMaxSmem = 227 * 1024;
 }  // namespace
+
+int decode_k_split(std::uint64_t columns, std::uint64_t units, std::uint64_t resident_warps) {
+  // Why a model: where the warps of one split fill the SMs a little more
+  // than once, the last warps start when the first ones end and stream
+  // their whole K range nearly alone (a tail as long as a warp's life), so
+  // a finer split that fills two or three waves evenly is faster; where
+  // one wave holds them all, the finest split that does is fastest. The
+  // cost of kw is waves x (units / kw + 10): a warp's life in units of
+  // 64 k, plus about 10 units of fixed work (routing or tile fields, the
+  // activation loads, the reduction and the epilogue), fitted to a sweep of
+  // kw = 1, 2, 4 (the 36 GEMMs of the layers at T = 1-8 on gpt-oss-120b,
+  // Qwen3-30B-A3B and Mixtral-8x7B; docs/kernels.md, "FP8 per-token
+  // decode"): it picks the fastest split, or one within 3 % of it, in all
+  // but Mixtral's down at T = 2 (kw = 2 where 4 is 18 % faster), where
+  // "the finest split that fits one wave, none past one" was 4-26 % slower
+  // in 9 of them.
+  constexpr double kFixedUnits = 10.0;
+  int best = 1;
+  double best_cost = 0.0;
+  for (int kw : {1, 2, 4}) {
+    if (kw > 1 && units < 4) break;  // the kernel's K segments: min(4, units)
+    const std::uint64_t warps = columns * static_cast<std::uint64_t>(kw);
+    const double waves = static_cast<double>((warps + resident_warps - 1) / resident_warps);
+    const double cost = waves * (static_cast<double>(units) / kw + kFixedUnits);
+    if (kw == 1 || cost < best_cost) best = kw, best_cost = cost;
+  }
+  return best;
+}
 
 std::uint32_t Fp8GemmConfig::smem_bytes(QuantMode q) const {
   if (decode) return 0;  // its K-split reduction is static shared memory
@@ -74,7 +103,9 @@ std::string why_not_fp8(const SpecKey& key) {
   return {};
 }
 
-Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
+Fp8GemmConfig choose_fp8_config(const SpecKey& key) { return choose_fp8_config(key, util::env::gemm_tuning()); }
+
+Fp8GemmConfig choose_fp8_config(const SpecKey& key, const GemmTuning& tuning) {
   if (auto why = why_not_fp8(key); !why.empty()) throw InvalidArgument(why);
   Fp8GemmConfig c;
   c.k_tail = key.k % kBK != 0;
@@ -98,12 +129,11 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
   if (key.quant == QuantMode::fp8_per_token && avg <= 8 && key.experts <= 128 &&
       std::uint64_t(key.n) * key.k <= 0xFFFFFFFFull) {  // the kernel's 32-bit row offsets within an expert
     // Decode: the weight stream (kernels/grouped_gemm_fp8_decode_sm90.cuh).
-    // 24 warps per SM at <= 85 registers (ctas x 32 wn kw threads = 768);
-    // K split over as many warps (4, 2, 1) as keep every warp of the grid
-    // resident at once (132 SMs x 24 warps), so no CTA waits for a second
-    // wave. Three units of 64 k in flight per warp: 72 KB per SM (24 warps x
-    // 3 x 1 KB), about twice what the copy rate times a DRAM latency needs;
-    // a fourth spills at 80 registers. MXFP8 stays on the mma.sync kernel: its
+    // 24 warps per SM at <= 85 registers (ctas x 32 wn kw threads = 768).
+    // Three units of 64 k in flight per warp: 72 KB per SM (24 warps x 3 x
+    // 1 KB), about twice what the copy rate times a DRAM latency needs; a
+    // fourth spills at 80 registers. The K split (kw warps of a CTA share
+    // each 16-row column) is decode_k_split's. MXFP8 stays on the mma.sync kernel: its
     // 32-blocks allow 8 bytes per lane and row only, and that form of this
     // kernel was slower than the mma.sync one at every decode T measured.
     // Layers of more than 128 experts (DeepSeek-V3: 256) stay there too: with
@@ -112,21 +142,34 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) {
     c.decode = true;
     c.wn = 2;
     c.depth = 3;
+    constexpr int warps_per_sm = 24;
     const std::uint64_t columns = (key.n + 15) / 16 * hit;  // 16-row warp columns of the grid
     const std::uint64_t units = (key.k + 63) / 64;
-    c.kw = 1;
-    for (int kw : {4, 2}) {
-      if (units >= 4 && columns * kw <= std::uint64_t(kSmCount) * 24) {
-        c.kw = kw;
-        break;
-      }
-    }
-    c.ctas = 24 / (c.wn * c.kw);
+    c.kw = decode_k_split(columns, units, std::uint64_t(kSmCount) * warps_per_sm);
+    const GemmTuning::Decode& t = tuning.decode;
+    bool tuned = t.fr.has_value();
+    auto set = [&](int& field, const std::optional<int>& v) {
+      if (v) field = *v, tuned = true;
+    };
+    set(c.wn, t.wn);
+    set(c.kw, t.kw);
+    set(c.depth, t.depth);
+    c.ctas = std::max(1, warps_per_sm / (c.wn * c.kw));
+    set(c.ctas, t.ctas);
     // At most 32 routes: decode_route_in_warp's one route per lane. The
     // routing kernel's launch (about 4 us before gate_up at T = 1) then goes.
     // A down key without router weights is the grouped GEMM over rows sorted
     // by expert (moejit/grouped_gemm.hpp): no topk_ids to route.
-    c.fr = rows <= 32 && (key.op == OpKind::gate_up || key.router_weight);
+    c.fr = t.fr.value_or(true) && rows <= 32 && (key.op == OpKind::gate_up || key.router_weight);
+    if (tuned) {
+      // The kernel's contract (its tunable block).
+      const bool ok = (c.kw == 1 || ((c.kw == 2 || c.kw == 4) && units >= 4)) && c.depth <= 6 &&
+                      c.ctas * c.threads() <= 2048 && c.wn * c.kw <= 32;
+      if (!ok)
+        throw InvalidArgument("GEMM tuning '" + to_string(tuning) +
+                              "' (RuntimeOptions::gemm_tuning or MOEJIT_GEMM_TUNE): " + c.to_string() +
+                              " breaks the FP8 decode kernel's contract for k=" + std::to_string(key.k));
+    }
     return c;
   }
   // Why these steps: few rows per expert stream weights (bytes bound): one m16

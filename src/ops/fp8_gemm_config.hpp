@@ -7,6 +7,7 @@
 #include <string>
 
 #include "moejit/key.hpp"
+#include "moejit/tuning.hpp"
 
 namespace moejit::ops {
 
@@ -42,11 +43,21 @@ struct Fp8GemmConfig {
                                   // "fp8 kernel=decode wn=2 kw=2 depth=3 ctas=6 fr=1"
 };
 
+// The FP8 per-token decode kernel's K split (1, 2 or 4 warps per 16-row
+// column) for `columns` 16-row weight columns over the experts hit, K of
+// `units` 64-k units and `resident_warps` warps resident at once on the GPU.
+int decode_k_split(std::uint64_t columns, std::uint64_t units, std::uint64_t resident_warps);
+
 // Empty when the key can be run by the FP8 family; otherwise the reason, naming
 // the field and value (K % 32 != 0 in mxfp8 is rejected here).
 std::string why_not_fp8(const SpecKey& key);
 
-// Config for key. Throws InvalidArgument with why_not_fp8()'s reason.
+// Config for key. Throws InvalidArgument with why_not_fp8()'s reason. The
+// decode kernel takes GemmTuning::Decode's wn, kw, depth, ctas and fr where
+// set (the MXFP4-only fields mw, nt and xs do not apply to it); the
+// one-argument form reads MOEJIT_GEMM_TUNE. A tuning that breaks the
+// kernel's contract throws InvalidArgument naming it.
 Fp8GemmConfig choose_fp8_config(const SpecKey& key);
+Fp8GemmConfig choose_fp8_config(const SpecKey& key, const GemmTuning& tuning);
 
 }  // namespace moejit::ops

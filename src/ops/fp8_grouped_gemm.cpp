@@ -51,8 +51,8 @@ void fill_common(Params& p, const SpecKey& key, const ops::Fp8GemmArgs& a) {
 }  // namespace
 
 namespace codegen {
-KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
-  const ops::Fp8GemmConfig c = ops::choose_fp8_config(key);
+KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const GemmTuning& tuning) {
+  const ops::Fp8GemmConfig c = ops::choose_fp8_config(key, tuning);
   const bool gate_up = key.op == OpKind::gate_up;
   KernelSource ks;
   ks.source = "// moejit generated translation unit\n";
@@ -103,8 +103,9 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key) {
 }  // namespace codegen
 
 namespace ops {
-void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const Fp8GemmArgs& a, CUstream stream) {
-  const Fp8GemmConfig c = choose_fp8_config(key);
+void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const Fp8GemmConfig& c, const Fp8GemmArgs& a,
+                             CUstream stream) {
+  if (auto why = why_not_fp8(key); !why.empty()) throw InvalidArgument(why);
   auto bad = [](const char* f, std::uint64_t v, const std::string& why) {
     throw InvalidArgument(std::string("Fp8GemmArgs.") + f + "=" + std::to_string(v) + ": " + why);
   };

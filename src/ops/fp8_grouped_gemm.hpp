@@ -10,6 +10,7 @@
 #include "moejit/key.hpp"
 #include "moejit/runtime.hpp"
 #include "moejit/types.hpp"
+#include "ops/fp8_gemm_config.hpp"
 
 namespace moejit::ops {
 
@@ -67,10 +68,11 @@ struct Fp8GemmArgs {
   DevicePtr route_tiles[4] = {0, 0, 0, 0};
 };
 
-// Enqueues the kernel (from Runtime::get(key) or a cubin of generate(key)).
-// Throws InvalidArgument (null or misaligned pointers, max_tiles > 65535, key
-// not runnable) and DriverError.
-void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const Fp8GemmArgs& args,
-                             CUstream stream);
+// Enqueues the kernel (from Runtime::get(key) or a cubin of generate(key,
+// tuning)); config is choose_fp8_config(key, tuning) for the same tuning (the
+// grid and the launch checks follow it). Throws InvalidArgument (null or
+// misaligned pointers, max_tiles > 65535, key not runnable) and DriverError.
+void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const Fp8GemmConfig& config,
+                             const Fp8GemmArgs& args, CUstream stream);
 
 }  // namespace moejit::ops

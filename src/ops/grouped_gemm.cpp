@@ -94,7 +94,7 @@ GroupedGemmPlan make_grouped_gemm_plan(const GroupedGemmShape& g, QuantMode quan
   p.gemm_key = gemm_key(OpKind::down, s, quant, wscale, bucket, target, tuning);
   p.gemm_key.router_weight = false;
   if (is_fp8(quant)) {
-    p.fp8 = choose_fp8_config(p.gemm_key);
+    p.fp8 = choose_fp8_config(p.gemm_key, tuning);
     p.bm = p.fp8.bm();
   } else {
     p.config = choose_config(p.gemm_key, tuning);
@@ -249,7 +249,7 @@ void GroupedGemm::run(const GroupedGemmArgs& a, CUstream stream) const {
     f.item_counter = tile[3] + 4;
     f.expert_offsets = ws + l.offsets;
     f.max_tiles = tiles;
-    ops::launch_fp8_grouped_gemm(gk, key, f, stream);
+    ops::launch_fp8_grouped_gemm(gk, key, plan.fp8, f, stream);
     return;
   }
   const ops::GemmConfig& c = plan.config;

@@ -19,7 +19,7 @@ GemmPlan gemm_plan(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightSca
   GemmPlan g;
   if (is_fp8(quant)) {
     g.key = gemm_key(op, s, quant, wscale, bucket, target, tuning);
-    g.fp8 = choose_fp8_config(g.key);
+    g.fp8 = choose_fp8_config(g.key, tuning);
     g.bm = g.fp8.bm();
     g.quantize_key = quantize_fp8_key(quant, g.key.k, target);
   } else {

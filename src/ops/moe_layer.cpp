@@ -422,7 +422,7 @@ void run_fp8_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quan
     f.route_route_row = v.route_row;
     for (int i = 0; i < 4; ++i) f.route_tiles[i] = v.tiles[0][i];
   }
-  ops::launch_fp8_grouped_gemm(rt.get(key), key, f, stream);
+  ops::launch_fp8_grouped_gemm(rt.get(key), key, g_plan.fp8, f, stream);
 }
 }  // namespace
 

@@ -187,6 +187,40 @@ TEST_CASE("fp8 gemm: config fits shared memory and tiles follow rows per expert"
                                               8, Target{})).decode);
 }
 
+// The K split of the decode kernel: waves x (a warp's units + 10), over the
+// measured sweep's GEMMs (docs/kernels.md, "FP8 per-token decode").
+TEST_CASE("fp8 gemm: the decode kernel's K split follows the wave model", "[fp8][config]") {
+  MoeLayerShape mixtral = qwen3();
+  mixtral.hidden = 4096, mixtral.intermediate = 14336, mixtral.experts = 8, mixtral.top_k = 2;
+  auto kw = [](OpKind op, const MoeLayerShape& s, std::uint32_t T) {
+    const auto c = ops::choose_fp8_config(ops::gemm_key(op, s, QuantMode::fp8_per_token, WeightScale::per_expert, T,
+                                                        Target{}),
+                                          GemmTuning{});
+    REQUIRE(c.decode);
+    CHECK(c.ctas * c.threads() == 768);
+    return c.kw;
+  };
+  // One wave holds every warp: the finest split that fits.
+  CHECK(kw(OpKind::down, gpt_oss(), 1) == 4);
+  CHECK(kw(OpKind::gate_up, gpt_oss(), 1) == 2);
+  CHECK(kw(OpKind::gate_up, gpt_oss(), 2) == 1);
+  // Just over one wave unsplit: two splits fill about three waves evenly
+  // (measured 10-16 % faster than kw = 1 there).
+  CHECK(kw(OpKind::gate_up, gpt_oss(), 3) == 2);
+  CHECK(kw(OpKind::down, gpt_oss(), 5) == 2);
+  CHECK(kw(OpKind::down, gpt_oss(), 6) == 2);
+  CHECK(kw(OpKind::gate_up, mixtral, 1) == 2);
+  CHECK(kw(OpKind::gate_up, qwen3(), 5) == 2);
+  CHECK(kw(OpKind::down, mixtral, 4) == 4);  // K = 14336: 224 units per warp unsplit
+  // Two waves or more unsplit: no split.
+  CHECK(kw(OpKind::gate_up, gpt_oss(), 4) == 1);
+  CHECK(kw(OpKind::gate_up, gpt_oss(), 8) == 1);
+  CHECK(kw(OpKind::down, qwen3(), 8) == 1);
+  // Fewer than 4 units of K: the kernel has fewer than 4 segments, no split.
+  CHECK(ops::decode_k_split(10, 3, 3168) == 1);
+  CHECK(ops::decode_k_split(10, 4, 3168) == 4);
+}
+
 TEST_CASE("fp8 gemm: in-warp routing arguments are refused before anything launches", "[fp8][launch]") {
   // Every case below fails a check, so the launch (which needs a driver) is
   // never reached; the kernel handle only has to be non-null.
@@ -212,8 +246,8 @@ TEST_CASE("fp8 gemm: in-warp routing arguments are refused before anything launc
   auto refused = [&](const SpecKey& key, const ops::Fp8GemmArgs& a, const char* field) {
     INFO(field);
     k.launch.block_threads = static_cast<std::uint32_t>(ops::choose_fp8_config(key).threads());
-    CHECK_THROWS_AS(ops::launch_fp8_grouped_gemm(k, key, a, nullptr), InvalidArgument);
-    CHECK_THROWS_WITH(ops::launch_fp8_grouped_gemm(k, key, a, nullptr), Catch::Contains(field));
+    CHECK_THROWS_AS(ops::launch_fp8_grouped_gemm(k, key, ops::choose_fp8_config(key), a, nullptr), InvalidArgument);
+    CHECK_THROWS_WITH(ops::launch_fp8_grouped_gemm(k, key, ops::choose_fp8_config(key), a, nullptr), Catch::Contains(field));
   };
   const SpecKey gu1 = key_at(OpKind::gate_up, 1), dn8 = key_at(OpKind::down, 8);
   REQUIRE(ops::choose_fp8_config(gu1).fr);

@@ -17,6 +17,7 @@
 #include "moejit/moe_layer.hpp"
 #include "moejit/runtime.hpp"
 #include "moejit/tuning.hpp"
+#include "ops/fp8_gemm_config.hpp"
 #include "ops/grouped_gemm_config.hpp"
 #include "ops/moe_keys.hpp"
 #include "test_cache_support.hpp"
@@ -68,14 +69,17 @@ const MoeLayerShape kShapes[] = {layer_shape(2880, 2880, 128, 4, Activation::swi
 std::string configs(const GemmTuning* t) {
   std::ostringstream out;
   for (const MoeLayerShape& s : kShapes)
-    for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4})
+    for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4, QuantMode::fp8_per_token})
       for (std::uint32_t b : prewarm_set(20000)) {
         for (OpKind op : {OpKind::gate_up, OpKind::down}) {
           try {
             const SpecKey k = t ? ops::gemm_key(op, s, q, default_weight_scale(q), b, Target{}, *t)
                                 : ops::gemm_key(op, s, q, b, Target{});
-            out << k.to_text() << " -> " << (t ? ops::choose_config(k, *t) : ops::choose_config(k)).to_string()
-                << " " << (t ? codegen::generate(k, *t) : codegen::generate(k)).name_expression << "\n";
+            const std::string config =
+                ops::is_fp8(q) ? (t ? ops::choose_fp8_config(k, *t) : ops::choose_fp8_config(k)).to_string()
+                               : (t ? ops::choose_config(k, *t) : ops::choose_config(k)).to_string();
+            out << k.to_text() << " -> " << config << " "
+                << (t ? codegen::generate(k, *t) : codegen::generate(k)).name_expression << "\n";
           } catch (const InvalidArgument&) {
             out << "refused\n";
           }
@@ -182,6 +186,17 @@ TEST_CASE("gemm tuning: bad values name the field or item and the value", "[heur
                                                     Catch::Contains("k=2880"));
   CHECK_THROWS_AS(moe_layer_keys(kShapes[0], QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, 1, Target{}, kw3),
                   InvalidArgument);
+  // The FP8 per-token decode kernel takes the same decode fields.
+  const SpecKey f = ops::gemm_key(OpKind::gate_up, kShapes[0], QuantMode::fp8_per_token, WeightScale::per_expert, 1,
+                                  Target{}, GemmTuning{});
+  CHECK_THROWS_WITH(ops::choose_fp8_config(f, kw3), Catch::Contains("GEMM tuning 'decode.kw=3'") &&
+                                                        Catch::Contains("fp8 kernel=decode") &&
+                                                        Catch::Contains("k=2880"));
+  GemmTuning wide;
+  wide.decode.ctas = 16;  // 16 CTAs of 4 warps: 2048 threads per SM is the limit, 2 x 2 warps x 16 x 32 = 2048 fits
+  CHECK_NOTHROW(ops::choose_fp8_config(f, wide));
+  wide.decode.wn = 4;  // 16 CTAs of 8 warps: 4096 threads
+  CHECK_THROWS_WITH(ops::choose_fp8_config(f, wide), Catch::Contains("fp8 kernel=decode wn=4"));
 }
 
 TEST_CASE("gemm tuning: a runtime's kernels follow its tuning", "[tuning][nvrtc]") {
@@ -202,4 +217,19 @@ TEST_CASE("gemm tuning: a runtime's kernels follow its tuning", "[tuning][nvrtc]
   CHECK(kernel->launch.block_threads == codegen::generate(k, depth3).launch.block_threads);
   CHECK(kernel->lowered_name.find("grouped_gemm_mxfp4_decode_kernel") != std::string::npos);
   CHECK(kernel->lowered_name.find("Li3E") != std::string::npos);
+  // FP8 per token at decode: the K split of the tuning, in the kernel and in
+  // the layer plan's launch configuration alike.
+  GemmTuning kw1;
+  kw1.decode.kw = 1;
+  RuntimeOptions o1 = o;
+  o1.gemm_tuning = kw1;
+  Runtime tuned_fp8(o1);
+  const SpecKey f = ops::gemm_key(OpKind::gate_up, kShapes[0], QuantMode::fp8_per_token, WeightScale::per_expert, 1,
+                                  Target{}, kw1);
+  REQUIRE(ops::choose_fp8_config(f, GemmTuning{}).kw == 2);  // the heuristic's split for gpt-oss gate_up at T = 1
+  CHECK(ops::choose_fp8_config(f, kw1).kw == 1);
+  const auto fk = tuned_fp8.compiled(f);
+  CHECK(fk->launch.block_threads == 64u);  // wn = 2 warps x kw = 1
+  CHECK(fk->lowered_name.find("grouped_gemm_fp8_decode_kernel") != std::string::npos);
+  CHECK(codegen::generate(f, kw1).name_expression != codegen::generate(f, GemmTuning{}).name_expression);
 }

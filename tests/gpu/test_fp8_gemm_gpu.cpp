@@ -152,7 +152,7 @@ GemmResult run_problem(const std::string& name, const Problem& p) {
   a.expert_offsets = hr.d_offsets.get();
   a.max_tiles = hr.max_tiles;
   const KernelRef k = gpu_runtime().get(key);
-  ops::launch_fp8_grouped_gemm(k, key, a, nullptr);
+  ops::launch_fp8_grouped_gemm(k, key, ops::choose_fp8_config(key), a, nullptr);
   MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize());
 
   GemmResult res;

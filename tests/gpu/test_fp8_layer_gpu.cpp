@@ -258,17 +258,18 @@ TEST_CASE("gpu: FP8 padding invariance is bit-exact (both modes, with and withou
   }
 }
 
-// Decode token counts on gpt-oss-120b (top_k = 4), both FP8 modes: up to 8
-// routed rows per expert hit the GEMMs run the decode kernel
-// (kernels/grouped_gemm_fp8_decode_sm90.cuh). A T that is its own bucket is
-// padded with 3 more tokens (still decode rows per expert).
+// Decode token counts on gpt-oss-120b (top_k = 4), both FP8 modes: up to 16
+// routed rows per expert hit fp8_per_token runs the decode kernel
+// (kernels/grouped_gemm_fp8_decode_sm90.cuh; past 8 rows, T = 300-500 here,
+// with two token tiles). A T that is its own bucket is padded with 3 more
+// tokens (still decode rows per expert).
 TEST_CASE("gpu: FP8 padding invariance is bit-exact at decode token counts (both modes)", "[gpu][fp8][padding]") {
   const MoeLayerShape s = gpt_oss_120b_shape();
   for (auto [q, ws] : {std::pair{QuantMode::mxfp8, WeightScale::e8m0_block32},
                        std::pair{QuantMode::fp8_per_token, WeightScale::per_expert}}) {
     const Fp8LayerWeights& w = fp8_weights("gpt-oss-120b", s, q, ws);
     MoeLayer layer(gpu_runtime(), s, q, ws);
-    for (std::uint32_t T : {1u, 2u, 3u, 7u, 8u, 9u, 63u, 64u}) {
+    for (std::uint32_t T : {1u, 2u, 3u, 7u, 8u, 9u, 63u, 64u, 300u, 384u, 500u}) {
       const auto [alone, padded] = alone_and_padded(s, T, T + 3000);
       LayerRun ra(layer, alone), rb(layer, padded);
       layer.run(w.device(), ra.args, nullptr);
