@@ -300,6 +300,7 @@ def main():
     L.extend(mxfp4_vs_triton_section(os.path.join(args.data, "mxfp4-vs-triton")))
     L.extend(mxfp4_decode_tiles_section(os.path.join(args.data, "mxfp4-decode-tiles")))
     L.extend(decode_formats_section(os.path.join(args.data, "decode-formats", "moejit-run.jsonl")))
+    L.extend(fp8_decode_k_split_section(os.path.join(args.data, "fp8-decode-k-split")))
     L.extend(serving_section(os.path.join(args.data, "serving")))
     L.extend(python_host_cost_section(os.path.join(args.data, "python-host-cost", "overhead.jsonl")))
 
@@ -568,6 +569,46 @@ def mxfp4_decode_tiles_section(folder):
         avg = fmt(T * topk / hit, 2) if hit and topk else "-"
         ratio = fmt(statistics.median(two) / statistics.median(one), 2) if one and two else "-"
         L.append(f"| {model} | {T} | {avg} | {span(one)} | {span(two)} | {ratio} |")
+    L.append("")
+    return L
+
+
+def fp8_decode_k_split_section(folder):
+    """FP8 per-token decode layers under two K-split rules of the decode kernel: the finest split
+    that fits one wave, none past one (layer-one-wave-rule.jsonl) and the wave model
+    (layer-wave-model.jsonl, the default), moejit_bench --json rows of one GPU call, two runs of
+    each binary interleaved."""
+    paths = {"one_wave": os.path.join(folder, "layer-one-wave-rule.jsonl"),
+             "model": os.path.join(folder, "layer-wave-model.jsonl")}
+    if not all(os.path.exists(p) for p in paths.values()):
+        return []
+    times, date = {}, ""
+    for rule, path in paths.items():
+        for r in read_jsonl(path):
+            if r.get("kind") == "env":
+                date = r.get("date", date)
+            if r.get("kind") == "layer" and r.get("routing") == "uniform":
+                times.setdefault((r["model"], r["T"], rule), []).append(r["us"])
+    keys = sorted({(m, T) for m, T, _ in times})
+    span = lambda v: (fmt(min(v)) if fmt(min(v)) == fmt(max(v)) else f"{fmt(min(v))}-{fmt(max(v))}") if v else "-"
+    L = ["## FP8 per-token decode: the K split", ""]
+    L.append("The FP8 per-token decode kernel's K split (docs/kernels.md, \"FP8 per-token decode\"), in one GPU call"
+             + (f" ({date})" if date else "") + ": `moejit_bench --modes fp8_per_token --models M --tokens ... "
+             "--iters 30 --json F`, a binary with the split of least waves x (units / kw + 10) (the default) and one "
+             "with the finest split that fits one wave and none past one, two runs of each interleaved. Layer us "
+             "(median of 30, the range of the two runs), uniform routing; ratio = the wave model / one-wave rule "
+             "(< 1: the wave model is faster). The rules differ in gpt-oss-120b's gate_up at T = 3 and 5 and down at "
+             "5 and 6, Qwen3-30B-A3B's gate_up at T = 5 and 6, Mixtral-8x7B's gate_up at T = 1-3 and down at 4; "
+             "elsewhere both binaries run the same kernels, and their differences (up to 11 % on Qwen3-30B-A3B, "
+             "whose one-wave-rule runs differ by as much between the two rounds) are the call's spread. "
+             "The JSON lines are in docs/results-data/fp8-decode-k-split/.")
+    L.append("")
+    L.append("| model | T | one-wave rule us | wave model us | ratio |")
+    L.append("|---|---|---|---|---|")
+    for model, T in keys:
+        a, b = times.get((model, T, "one_wave"), []), times.get((model, T, "model"), [])
+        ratio = fmt(statistics.median(b) / statistics.median(a), 2) if a and b else "-"
+        L.append(f"| {model} | {T} | {span(a)} | {span(b)} | {ratio} |")
     L.append("")
     return L
 
