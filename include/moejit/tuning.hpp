@@ -38,13 +38,16 @@ struct GemmTuning {
   // mw, nt and xs: the MXFP4 decode kernel only).
   struct Decode {
     std::optional<int> wn;     // warps along N per CTA, 1..16; wn * kw <= 32
-    std::optional<int> kw;     // warps along K per CTA, 1..16; must divide min(4, ceil(K / 256))
+    std::optional<int> kw;     // warps along K per CTA, 1..16; MXFP4: must divide min(4, ceil(K / 256));
+                               // FP8 per token: 1, 2 or 4, and 2 or 4 only where ceil(K / 64) >= 4
     std::optional<int> mw;     // 16-row weight groups per warp, 1..16
     std::optional<int> nt;     // n8 token tiles per CTA (8 * nt routed rows per m-tile), 1..16
-    std::optional<int> depth;  // 256-k weight super-steps in flight per warp, 1..16
+    std::optional<int> depth;  // weights in flight per warp, 1..16: MXFP4 256-k super-steps;
+                               // FP8 per token 64-k units, at most 6
     std::optional<int> ctas;   // resident CTAs per SM asked of ptxas (register cap), 1..16;
-                               // ctas * threads per CTA <= 2048. Unset: 6 where the heuristic's
-                               // staged 128-thread CTAs allow it, else 1
+                               // ctas * threads per CTA <= 2048. Unset: MXFP4 6 where the
+                               // heuristic's staged 128-thread CTAs allow it, else 1; FP8 per
+                               // token 24 / (wn * kw) (24 warps per SM)
     std::optional<bool> xs;    // stage the activation rows in shared memory where they fit
                                // (nt = 1, at most 32 KB per CTA); unset = on
     std::optional<bool> fr;    // the GEMMs route topk_ids themselves (nt = 1, <= 32 routes,

@@ -15,6 +15,7 @@ constexpr std::uint32_t kMaxSmem = 227 * 1024;
 }  // namespace
 
 int decode_k_split(std::uint64_t columns, std::uint64_t units, std::uint64_t resident_warps) {
+  if (resident_warps == 0) throw InvalidArgument("decode_k_split: resident_warps=0 (must be >= 1)");
   // Why a model: where the warps of one split fill the SMs a little more
   // than once, the last warps start when the first ones end and stream
   // their whole K range nearly alone (a tail as long as a warp's life), so
@@ -26,8 +27,8 @@ int decode_k_split(std::uint64_t columns, std::uint64_t units, std::uint64_t res
   // kw = 1, 2, 4 (the 36 GEMMs of the layers at T = 1-8 on gpt-oss-120b,
   // Qwen3-30B-A3B and Mixtral-8x7B; docs/kernels.md, "FP8 per-token
   // decode"): it picks the fastest split, or one within 3 % of it, in all
-  // but Mixtral's down at T = 2 (kw = 2 where 4 is 18 % faster), where
-  // "the finest split that fits one wave, none past one" was 4-26 % slower
+  // but Mixtral's down at T = 2 (kw = 2 where 4 is 18 % faster); the
+  // finest split that fits one wave, with none past one, is 4-26 % slower
   // in 9 of them.
   constexpr double kFixedUnits = 10.0;
   int best = 1;
@@ -107,6 +108,7 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) { return choose_fp8_config(k
 
 Fp8GemmConfig choose_fp8_config(const SpecKey& key, const GemmTuning& tuning) {
   if (auto why = why_not_fp8(key); !why.empty()) throw InvalidArgument(why);
+  check_gemm_tuning(tuning);  // every number in 1..16 (no zero divisor below)
   Fp8GemmConfig c;
   c.k_tail = key.k % kBK != 0;
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;

@@ -106,6 +106,10 @@ namespace ops {
 void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const Fp8GemmConfig& c, const Fp8GemmArgs& a,
                              CUstream stream) {
   if (auto why = why_not_fp8(key); !why.empty()) throw InvalidArgument(why);
+  if (kernel.launch.block_threads != static_cast<std::uint32_t>(c.threads()))
+    throw InvalidArgument("launch_fp8_grouped_gemm: config " + c.to_string() + " runs " + std::to_string(c.threads()) +
+                          " threads per CTA, the kernel was compiled for " +
+                          std::to_string(kernel.launch.block_threads) + " (a config of another tuning)");
   auto bad = [](const char* f, std::uint64_t v, const std::string& why) {
     throw InvalidArgument(std::string("Fp8GemmArgs.") + f + "=" + std::to_string(v) + ": " + why);
   };

@@ -19,6 +19,7 @@
 #include "moejit/tuning.hpp"
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "ops/layer_plan.hpp"
 #include "ops/moe_keys.hpp"
 #include "test_cache_support.hpp"
 #include "test_shapes.hpp"
@@ -197,6 +198,29 @@ TEST_CASE("gemm tuning: bad values name the field or item and the value", "[heur
   CHECK_NOTHROW(ops::choose_fp8_config(f, wide));
   wide.decode.wn = 4;  // 16 CTAs of 8 warps: 4096 threads
   CHECK_THROWS_WITH(ops::choose_fp8_config(f, wide), Catch::Contains("fp8 kernel=decode wn=4"));
+  GemmTuning deep;
+  deep.decode.depth = 7;  // the FP8 kernel's ring holds at most 6 units
+  CHECK_THROWS_WITH(ops::choose_fp8_config(f, deep), Catch::Contains("depth=7"));
+  GemmTuning w16;
+  w16.decode.wn = 16;
+  w16.decode.kw = 4;  // 64 warps per CTA
+  CHECK_THROWS_WITH(ops::choose_fp8_config(f, w16), Catch::Contains("wn=16 kw=4"));
+  // K = 192: three 64-k units, fewer than the 4 segments a K split needs.
+  MoeLayerShape short_k = kShapes[0];
+  short_k.hidden = 192;
+  const SpecKey fs = ops::gemm_key(OpKind::gate_up, short_k, QuantMode::fp8_per_token, WeightScale::per_expert, 1,
+                                   Target{}, GemmTuning{});
+  GemmTuning kw2;
+  kw2.decode.kw = 2;
+  CHECK_THROWS_WITH(ops::choose_fp8_config(fs, kw2), Catch::Contains("k=192"));
+  // A number outside 1..16 names its field, before any heuristic divides by it.
+  GemmTuning zero;
+  zero.decode.wn = 0;
+  CHECK_THROWS_WITH(ops::choose_fp8_config(f, zero), Catch::Contains("decode.wn=0"));
+  CHECK_THROWS_WITH(moe_layer_keys(kShapes[0], QuantMode::fp8_per_token, WeightScale::per_expert, 1, Target{}, zero),
+                    Catch::Contains("decode.wn=0"));
+  CHECK_THROWS_WITH(moe_layer_keys(kShapes[0], QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32, 1, Target{}, zero),
+                    Catch::Contains("decode.wn=0"));
 }
 
 TEST_CASE("gemm tuning: a runtime's kernels follow its tuning", "[tuning][nvrtc]") {
@@ -228,6 +252,11 @@ TEST_CASE("gemm tuning: a runtime's kernels follow its tuning", "[tuning][nvrtc]
                                   Target{}, kw1);
   REQUIRE(ops::choose_fp8_config(f, GemmTuning{}).kw == 2);  // the heuristic's split for gpt-oss gate_up at T = 1
   CHECK(ops::choose_fp8_config(f, kw1).kw == 1);
+  const ops::MoeLayerPlan plan =
+      ops::make_layer_plan(kShapes[0], QuantMode::fp8_per_token, WeightScale::per_expert, 1, Target{}, kw1);
+  CHECK(plan.gate_up.fp8.kw == 1);
+  CHECK(plan.down.fp8.kw == 1);
+  CHECK(plan.gate_up.fp8.threads() == 64);
   const auto fk = tuned_fp8.compiled(f);
   CHECK(fk->launch.block_threads == 64u);  // wn = 2 warps x kw = 1
   CHECK(fk->lowered_name.find("grouped_gemm_fp8_decode_kernel") != std::string::npos);

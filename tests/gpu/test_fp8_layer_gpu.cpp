@@ -258,11 +258,11 @@ TEST_CASE("gpu: FP8 padding invariance is bit-exact (both modes, with and withou
   }
 }
 
-// Decode token counts on gpt-oss-120b (top_k = 4), both FP8 modes: up to 16
+// Decode token counts on gpt-oss-120b (top_k = 4), both FP8 modes: up to 8
 // routed rows per expert hit fp8_per_token runs the decode kernel
-// (kernels/grouped_gemm_fp8_decode_sm90.cuh; past 8 rows, T = 300-500 here,
-// with two token tiles). A T that is its own bucket is padded with 3 more
-// tokens (still decode rows per expert).
+// (kernels/grouped_gemm_fp8_decode_sm90.cuh), and T = 300-500 (10-16 rows)
+// the mma.sync kernel's buckets just past it. A T that is its own bucket is
+// padded with 3 more tokens (still the same kernel).
 TEST_CASE("gpu: FP8 padding invariance is bit-exact at decode token counts (both modes)", "[gpu][fp8][padding]") {
   const MoeLayerShape s = gpt_oss_120b_shape();
   for (auto [q, ws] : {std::pair{QuantMode::mxfp8, WeightScale::e8m0_block32},
