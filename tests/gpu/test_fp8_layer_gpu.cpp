@@ -286,6 +286,42 @@ TEST_CASE("gpu: FP8 padding invariance is bit-exact at decode token counts (both
   }
 }
 
+// The FP8 per-token decode kernel sums K in fixed segments whatever the number
+// of warps that share them (its K split, decode_k_split or decode.kw): the
+// layer's bits must not depend on the split. gpt-oss-120b at T = 1 (gate_up
+// kw 2, down kw 4 by default) and T = 5 (down kw 2), under kw = 1, 2 and 4.
+TEST_CASE("gpu: FP8 per-token decode gives the same bits under every K split", "[gpu][fp8][layer]") {
+  const MoeLayerShape s = gpt_oss_120b_shape();
+  const Fp8LayerWeights& w = fp8_weights("gpt-oss-120b", s, QuantMode::fp8_per_token, WeightScale::per_expert);
+  for (std::uint32_t T : {1u, 5u}) {
+    ref::TestRng rng(T + 70);
+    const auto in = LayerInputs::make(s, T, Routing::uniform, rng);
+    std::vector<std::vector<std::uint16_t>> outs;
+    for (int kw : {1, 2, 4}) {
+      RuntimeOptions o;
+      o.use_disk_cache = false;
+      GemmTuning t;
+      t.decode.kw = kw;
+      o.gemm_tuning = t;
+      Runtime rt(o);
+      MoeLayer layer(rt, s, QuantMode::fp8_per_token, WeightScale::per_expert);
+      LayerRun run(layer, in);
+      layer.run(w.device(), run.args, nullptr);
+      device_sync();
+      outs.push_back(run.download_out(s));
+    }
+    INFO("T=" << T);
+    CHECK(ref::count_nonfinite(outs[0].data(), outs[0].size()) == 0);
+    CHECK(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 2) == 0);
+    CHECK(std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 2) == 0);
+    std::printf("  fp8_per_token decode T=%u under kw = 1, 2, 4: %s\n", T,
+                std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 2) == 0 &&
+                        std::memcmp(outs[0].data(), outs[2].data(), outs[0].size() * 2) == 0
+                    ? "identical"
+                    : "DIFFERENT");
+  }
+}
+
 // The persistent FP8 grouped GEMMs take work items from counters that route()
 // zeroes and each GEMM zeroes again when it ends: a GEMM step run twice on one
 // routing output computes every item both times (Qwen3-30B-A3B T = 1000: 62
