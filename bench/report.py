@@ -82,6 +82,14 @@ def fmt(v, nd=1):
     return str(v)
 
 
+def run_span(v):
+    """The range of a row's runs, "lo-hi" (one value where both print alike), "-" without runs."""
+    if not v:
+        return "-"
+    lo, hi = fmt(min(v)), fmt(max(v))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -549,7 +557,6 @@ def mxfp4_decode_tiles_section(folder):
             if r.get("tool") == "moejit-run":
                 times.setdefault((r["model"], r["T"], nt), []).append(r["time_us"])
     keys = sorted({(m, T) for m, T, _ in times}, key=lambda k: (k[0], k[1]))
-    span = lambda v: (fmt(min(v)) if fmt(min(v)) == fmt(max(v)) else f"{fmt(min(v))}-{fmt(max(v))}") if v else "-"
     L = ["## MXFP4 decode at 5 to 8 routed rows per expert", ""]
     L.append("The decode kernel (docs/kernels.md, \"Decode\") with one n8 token tile per warp task, the default "
              "(an expert with more than 8 rows takes a second task), against two tiles per task "
@@ -568,7 +575,7 @@ def mxfp4_decode_tiles_section(folder):
         topk = TOP_K.get(model)
         avg = fmt(T * topk / hit, 2) if hit and topk else "-"
         ratio = fmt(statistics.median(two) / statistics.median(one), 2) if one and two else "-"
-        L.append(f"| {model} | {T} | {avg} | {span(one)} | {span(two)} | {ratio} |")
+        L.append(f"| {model} | {T} | {avg} | {run_span(one)} | {run_span(two)} | {ratio} |")
     L.append("")
     return L
 
@@ -590,7 +597,6 @@ def fp8_decode_k_split_section(folder):
             if r.get("kind") == "layer" and r.get("routing") == "uniform":
                 times.setdefault((r["model"], r["T"], rule), []).append(r["us"])
     keys = sorted({(m, T) for m, T, _ in times})
-    span = lambda v: (fmt(min(v)) if fmt(min(v)) == fmt(max(v)) else f"{fmt(min(v))}-{fmt(max(v))}") if v else "-"
     L = ["## FP8 per-token decode: the K split", ""]
     L.append("The FP8 per-token decode kernel's K split (docs/kernels.md, \"FP8 per-token decode\"), in one GPU call"
              + (f" ({date})" if date else "") + ": `moejit_bench --modes fp8_per_token --models M --tokens ... "
@@ -608,7 +614,7 @@ def fp8_decode_k_split_section(folder):
     for model, T in keys:
         a, b = times.get((model, T, "one_wave"), []), times.get((model, T, "model"), [])
         ratio = fmt(statistics.median(b) / statistics.median(a), 2) if a and b else "-"
-        L.append(f"| {model} | {T} | {span(a)} | {span(b)} | {ratio} |")
+        L.append(f"| {model} | {T} | {run_span(a)} | {run_span(b)} | {ratio} |")
     L.append("")
     return L
 

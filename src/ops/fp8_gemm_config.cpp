@@ -108,7 +108,7 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key) { return choose_fp8_config(k
 
 Fp8GemmConfig choose_fp8_config(const SpecKey& key, const GemmTuning& tuning) {
   if (auto why = why_not_fp8(key); !why.empty()) throw InvalidArgument(why);
-  check_gemm_tuning(tuning);  // every number in 1..16 (no zero divisor below)
+  check_gemm_tuning(tuning);  // every number in 1..16 (no zero divisor in the heuristics or contracts)
   Fp8GemmConfig c;
   c.k_tail = key.k % kBK != 0;
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;

@@ -105,7 +105,6 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const GemmTuning& tun
 namespace ops {
 void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const Fp8GemmConfig& c, const Fp8GemmArgs& a,
                              CUstream stream) {
-  if (auto why = why_not_fp8(key); !why.empty()) throw InvalidArgument(why);
   if (kernel.launch.block_threads != static_cast<std::uint32_t>(c.threads()))
     throw InvalidArgument("launch_fp8_grouped_gemm: config " + c.to_string() + " runs " + std::to_string(c.threads()) +
                           " threads per CTA, the kernel was compiled for " +

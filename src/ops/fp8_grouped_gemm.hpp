@@ -70,8 +70,9 @@ struct Fp8GemmArgs {
 
 // Enqueues the kernel (from Runtime::get(key) or a cubin of generate(key,
 // tuning)); config is choose_fp8_config(key, tuning) for the same tuning (the
-// grid and the launch checks follow it). Throws InvalidArgument (null or
-// misaligned pointers, max_tiles > 65535, key not runnable) and DriverError.
+// grid and the launch checks follow it; choosing it checked the key). Throws
+// InvalidArgument (null or misaligned pointers, max_tiles > 65535, a config
+// whose threads differ from the kernel's) and DriverError.
 void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const Fp8GemmConfig& config,
                              const Fp8GemmArgs& args, CUstream stream);
 

@@ -357,6 +357,7 @@ GemmConfig choose_config(const SpecKey& key) { return choose_config(key, util::e
 
 GemmConfig choose_config(const SpecKey& key, const GemmTuning& tuning) {
   if (auto why = why_not_implementable(key); !why.empty()) throw InvalidArgument(why);
+  check_gemm_tuning(tuning);  // every number in 1..16 (no zero divisor in the heuristics or contracts)
   GemmConfig c;
   c.k_tail = key.k % kBK != 0;
   const std::uint64_t rows = std::uint64_t(key.token_bucket) * key.top_k;
