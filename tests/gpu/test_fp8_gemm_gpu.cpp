@@ -345,11 +345,12 @@ TEST_CASE("gpu: mxfp8 E8M0 edge codes inside real blocks (2^-127, NaN)", "[gpu][
   MoeLayerShape s;
   s.hidden = 256, s.intermediate = 256, s.experts = 4, s.top_k = 2;
   s.act = Activation::none;
-  // 20 rows per expert (the mma.sync kernel) and 200 (the warp-specialized one).
-  const std::uint32_t T = GENERATE(40u, 400u);
+  // 2 rows per expert (the decode kernel), 20 (the mma.sync kernel) and 200
+  // (the warp-specialized one).
+  const std::uint32_t T = GENERATE(4u, 40u, 400u);
   INFO("T = " << T);
   Problem p{OpKind::gate_up, QuantMode::mxfp8, WeightScale::e8m0_block32, s, T, Routing::uniform, 2 * T};  // every row
-  std::uint32_t tiny_token = 5, nan_token = 9, nan_expert = 2, nan_col = 77;
+  std::uint32_t tiny_token = T > 5 ? 5 : 1, nan_token = T > 9 ? 9 : 2, nan_expert = 2, nan_col = 77;
   p.edit = [&](Fp8Acts& a, Fp8Weights& w, const HostRouting&) {
     const std::uint32_t kb = a.cols / 32;
     for (std::uint32_t b = 0; b < kb; ++b) a.e8m0[tiny_token * kb + b] = 0x00;  // whole row scaled by 2^-127
