@@ -1,21 +1,15 @@
-// FP8 grouped GEMM for decode (a bucket averaging at most 8 routed rows per
-// expert hit in fp8_per_token, at most 4 in mxfp8; an expert with more gets
-// several 8-row tiles), sm_90a: out^T = W X^T with mma.sync m16n8k32 e4m3 -> f32,
-// e4m3 weights as the A operand (16 weight rows per MMA), up to 8 routed rows
-// of one expert as B. Same semantics and scales as grouped_gemm_fp8_sm90.cuh:
-//   per token (WSCALE 0: sw per expert, 1: per output channel): every k32
-//     product moves into the fp32 accumulator, and v = (acc * sa) * sw in the
-//     epilogue (sa per activation row);
-//   MXFP8 (WSCALE 2): each 32-block's sum is scaled by the E8M0 scales of its
-//     activation row and weight row, acc = fma(part * sa, sw, acc) (below,
-//     "MXFP8"), nothing in the epilogue.
+// FP8 per-token grouped GEMM for decode (a bucket averaging at most 8 routed
+// rows per expert hit; an expert with more gets several 8-row tiles), sm_90a: out^T = W X^T with mma.sync m16n8k32 e4m3 -> f32, e4m3
+// weights as the A operand (16 weight rows per MMA), up to 8 routed rows of
+// one expert as B. Same semantics and scales as grouped_gemm_fp8_sm90.cuh's
+// per-token mode: every k32 product moves into the fp32 accumulator, and
+// v = (acc * sa) * sw in the epilogue (sa per activation row, sw per expert
+// (WSCALE 0) or per output channel (1)).
 // Parameters: GroupedGemmParams (a: e4m3 rows, a_row_stride in bytes; a_scales:
-// fp32 per row of a, or MXFP8 E8M0 [rows of a, K / 32] with rows
-// a_scale_row_stride bytes apart; w: e4m3 [E, N, K]; w_scales: fp32 [E] or
-// [E, N], or E8M0 [E, N, K / 32]); the tile lists hold 8-row m-tiles. At <= 32
-// routes the host may pass topk_ids instead: every warp then routes them itself
-// (decode_routing.cuh), and gate_up's CTA (0, 0) writes the routing outputs for
-// down and the combine.
+// fp32 per row of a; w: e4m3 [E, N, K]; w_scales: fp32 [E] or [E, N]); the
+// tile lists hold 8-row m-tiles. At <= 32 routes the host may pass topk_ids
+// instead: every warp then routes them itself (decode_routing.cuh), and
+// gate_up's CTA (0, 0) writes the routing outputs for down and the combine.
 //
 // Why this shape: at decode the layer streams the weights of the experts hit
 // (gpt-oss-120b T = 64: 1.8 GB over both GEMMs), and an e4m3 weight needs no
@@ -35,19 +29,6 @@
 // takes its bytes [16q + 8m, 16q + 8m + 8). The same permutation on both
 // operands of a sum is exact (per-token scales do not depend on k).
 //
-// MXFP8: a 64-k unit holds two 32-blocks, lanes q < 2 the low one and q >= 2
-// the high one, so each MMA sums half of both. The B fragment splits them by
-// column instead: token columns 0-3 carry the CTA's routed rows 0-3 with the
-// lanes of the high block zeroed, columns 4-7 the same rows with the low
-// block's lanes zeroed. Column c < 4 of the unit's two MMAs then sums exactly
-// row c's low block, column c + 4 its high block, and lane q scales its four
-// sums by its block's codes (weight rows g, g + 8; token columns 2 (q & 1) +
-// {0, 1}), loaded with the unit. Lanes q and q ^ 2 add their two block sums in
-// the epilogue. An MMA holds four routed rows, so where a tile can hold 5 to
-// 8 rows (buckets past 4 tokens) the host launches two CTAs per weight block,
-// one for rows 0-3 and one for rows 4-7. Why not 8 bytes per lane and row,
-// one block per load: "Why 16 bytes per lane" above.
-//
 // K is cut into KSEG = min(4, units of 64 k) fixed segments (a function of K alone);
 // warp row wk sums segments [KSEG wk / KW, KSEG (wk + 1) / KW), each from
 // zero, and the segments are added in order (in registers or through shared
@@ -58,10 +39,9 @@
 //   WN    : warps along N, 16 weight rows each (BN = 16 * WN)
 //   KW    : warps along K (1, 2 or 4; the host takes 2 or 4 only when K has at
 //           least 4 units, so KSEG = 4 and every warp row owns whole segments)
-//   DEPTH : units of 64 k in flight per warp (12 registers each, MXFP8 16)
+//   DEPTH : units of 64 k in flight per warp (12 registers each)
 //   CTAS  : resident CTAs per SM asked of ptxas
-// Requirements (host): K % 16 == 0 (MXFP8: % 32), N % 16 == 0, N * K < 2^32
-// (32-bit row offsets).
+// Requirements (host): K % 16 == 0, N % 16 == 0, N * K < 2^32 (32-bit row offsets).
 
 namespace moejit {
 
@@ -76,15 +56,13 @@ template <int WN, int KW, int DEPTH, int CTAS, int WSCALE, int ACT, int BIAS, bo
           bool OUT_F32>
 __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_kernel(const GroupedGemmParams p) {
   constexpr int kUnit = 64;  // k per unit: 16 bytes per lane and row
-  constexpr bool MX = WSCALE == 2;  // MXFP8: E8M0 scales per 32-block on both operands
   // What this kernel reads comes from earlier launches: the activation codes
   // and scales from the quantizer just before it; the tile lists (or, with
   // in-warp routing, topk_ids) and the weights from before that. With
   // p.tiles_ready (MoeLayer::run: the launch before this one is this call's
   // quantizer) the tile fields are read (or topk_ids routed) and the first
-  // DEPTH units of weights (and their MXFP8 scales) are in flight before the
-  // wait, so their round trips overlap the quantizer; the activations come
-  // after it.
+  // DEPTH units of weights are in flight before the wait, so their round
+  // trips overlap the quantizer; the activations come after it.
   if (!p.tiles_ready) pdl_wait();
   pdl_launch_dependents();
   const int tile = blockIdx.y;
@@ -109,37 +87,21 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
     return;
   }
   const int N = p.n, K = p.k;
-  // MXFP8 (an MMA holds four routed rows): with a grid of twice the weight
-  // blocks, CTA 2 b + h takes block b and rows 4 h .. 4 h + 3 of the tile
-  // (the two CTAs that read the same weights run side by side), and the
-  // second one leaves a tile of at most 4 rows.
-  const int nbx = (N + 16 * WN - 1) / (16 * WN);
-  const int half = MX && (int)gridDim.x > nbx ? (int)(blockIdx.x & 1) : 0;
-  const int bx = MX && (int)gridDim.x > nbx ? (int)(blockIdx.x >> 1) : (int)blockIdx.x;
-  if (half && row_end - row_begin <= 4) {
-    decode_leave_without_tile(p);
-    return;
-  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wn = warp % WN, wk = warp / WN;
   const int g = lane >> 2, q = lane & 3;
-  const int L0 = (bx * WN + wn) * 16;  // first logical weight row of the warp
+  const int L0 = (blockIdx.x * WN + wn) * 16;  // first logical weight row of the warp
   const bool grp_ok = L0 < N;
   const int nu = (K + kUnit - 1) / kUnit;
-  const int KB = K / 32;  // MXFP8: 32-blocks per row
 
   // Weight rows of the lane: fragment rows g (h = 0) and g + 8 (h = 1), as
   // 32-bit offsets from the expert's first row (an expert's N * K bytes fit):
-  // fewer 64-bit pointers live across the loop. MXFP8: their E8M0 rows likewise.
+  // fewer 64-bit pointers live across the loop.
   const u8* w_expert = p.w + (i64)expert * N * K + 16 * q;
-  const u8* ws_expert = MX ? p.w_scales + (i64)expert * N * KB : nullptr;
-  u32 w_off[2], ws_off[2];
+  u32 w_off[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const u32 phys = grp_ok ? (u32)physical_row<ACT>(group_row<ACT>(L0, g + 8 * h), N) : 0u;
-    w_off[h] = phys * (u32)K;
-    ws_off[h] = phys * (u32)KB;
-  }
+  for (int h = 0; h < 2; ++h)
+    w_off[h] = grp_ok ? (u32)physical_row<ACT>(group_row<ACT>(L0, g + 8 * h), N) * (u32)K : 0u;
   // Source row of token column c (a padding column reads the tile's first
   // row); with in-warp routing lane 4c holds column c's.
   auto src_of = [&](int c) -> i64 {
@@ -153,10 +115,8 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
   const int u_begin = (int)(((i64)nu * seg_begin) / KSEG);
   const int u_end = (int)(((i64)nu * seg_end) / KSEG);
 
-  // Register ring: per unit, weight rows g / g + 8 and the activation column
-  // (MXFP8: and the four E8M0 codes the unit's sums take, below).
+  // Register ring: per unit, weight rows g / g + 8 and the activation column.
   u32 ra[DEPTH][2][4], rb[DEPTH][4];
-  u32 rs[MX ? DEPTH : 1][4];
   auto unit_ok = [&](int u) { return u < u_end && kUnit * u + 16 * (q + 1) <= K; };  // past K: zeros
   auto load_w = [&](int d, int u) {
     const bool ok = unit_ok(u) && grp_ok;
@@ -172,33 +132,14 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
         for (int j = 0; j < 4; ++j) ra[d][h][j] = 0u;
       }
     }
-    if constexpr (MX) {
-      // The E8M0 codes of rows g and g + 8 for the lane's 32-block of the
-      // unit (lanes q < 2 the low one, q >= 2 the high one); 127 (1.0) past K.
-      const int blk = 2 * u + (q >> 1);
-      const bool sok = u < u_end && blk < KB;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) rs[d][h] = sok ? (u32)__ldg(ws_expert + ws_off[h] + blk) : 127u;
-    }
   };
-  // MXFP8: the lane's B half is real only for its own block (x_live); its
-  // two token columns' E8M0 rows, as offsets from a_scales (an MXFP8 decode
-  // bucket has at most 4 x 128 routed rows: they fit 32 bits).
   const u8* x_row = nullptr;  // set after the wait
-  bool x_live = true;
-  u32 sx_off[2] = {0u, 0u};
   auto load_x = [&](int d, int u) {
-    if (x_live && unit_ok(u)) {
+    if (unit_ok(u)) {
       ldg_v4_act(x_row + kUnit * u, rb[d]);
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j) rb[d][j] = 0u;
-    }
-    if constexpr (MX) {
-      const int blk = 2 * u + (q >> 1);
-      const bool sok = u < u_end && blk < KB;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) rs[d][2 + e] = sok ? (u32)__ldg((const u8*)p.a_scales + sx_off[e] + blk) : 127u;
     }
   };
 
@@ -219,31 +160,15 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
     seg_next = (int)(((i64)nu * (seg + 1)) / KSEG);
   };
   auto compute = [&](int d) {
-    if constexpr (MX) {
-      // MMA m takes the lane's bytes [16 q + 8 m, 16 q + 8 m + 8): half of
-      // its 32-block (lanes q < 2 the low block of the unit, q >= 2 the high
-      // one). B is zero outside the column's block (x_live), so columns 0-3
-      // sum the low block of the CTA's four routed rows and columns 4-7 the
-      // high block: each sum is one block, scaled as the other MXFP8 kernels
-      // do, acc = fma(part * sa, sw, acc).
-      float t0[4], t1[4];
-      mma_e4m3_16832_zero(t0, ra[d][0][0], ra[d][1][0], ra[d][0][1], ra[d][1][1], rb[d][0], rb[d][1]);
-      mma_e4m3_16832_zero(t1, ra[d][0][2], ra[d][1][2], ra[d][0][3], ra[d][1][3], rb[d][2], rb[d][3]);
-      const float sw[2] = {e8m0_to_f32(rs[d][0]), e8m0_to_f32(rs[d][1])};
-      const float sx[2] = {e8m0_to_f32(rs[d][2]), e8m0_to_f32(rs[d][3])};
 #pragma unroll
-      for (int c = 0; c < 4; ++c) acc[c] = fmaf((t0[c] + t1[c]) * sx[c & 1], sw[c >> 1], acc[c]);
-    } else {
+    for (int m = 0; m < 2; ++m) {
+      // MMA m: words 2m (logical k 4q..4q+3) and 2m + 1 (16 + 4q..) of each
+      // row and of the activation column.
+      float t[4];
+      mma_e4m3_16832_zero(t, ra[d][0][2 * m], ra[d][1][2 * m], ra[d][0][2 * m + 1], ra[d][1][2 * m + 1],
+                          rb[d][2 * m], rb[d][2 * m + 1]);
 #pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        // MMA m: words 2m (logical k 4q..4q+3) and 2m + 1 (16 + 4q..) of each
-        // row and of the activation column.
-        float t[4];
-        mma_e4m3_16832_zero(t, ra[d][0][2 * m], ra[d][1][2 * m], ra[d][0][2 * m + 1], ra[d][1][2 * m + 1],
-                            rb[d][2 * m], rb[d][2 * m + 1]);
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[c] += t[c];
-      }
+      for (int c = 0; c < 4; ++c) acc[c] += t[c];
     }
   };
 
@@ -253,14 +178,7 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
   // The quantizer's outputs (activation codes and scales) only from here, and
   // the routing kernel's sorted_route when it ran (with in-warp routing gate_up
   // takes the rows from its own routing, fr_src).
-  if constexpr (MX) {
-    x_live = (g >> 2) == (q >> 1);
-    x_row = (const u8*)p.a + src_of(4 * half + (g & 3)) * p.a_row_stride + 16 * q;
-#pragma unroll
-    for (int e = 0; e < 2; ++e) sx_off[e] = (u32)(src_of(4 * half + 2 * (q & 1) + e) * p.a_scale_row_stride);
-  } else {
-    x_row = (const u8*)p.a + src_of(g) * p.a_row_stride + 16 * q;
-  }
+  x_row = (const u8*)p.a + src_of(g) * p.a_row_stride + 16 * q;
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d) load_x(d, u_begin + d);
   for (int u = u_begin; u < u_end; u += DEPTH) {
@@ -289,34 +207,21 @@ __global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_ke
 #pragma unroll
     for (int c = 0; c < 4; ++c) v[c] = total[c];
   }
-  if constexpr (MX) {
-    // Lanes q and q ^ 2 hold the low and the high blocks' sums of the same
-    // two routed rows: the row's sum over K is their sum (one order in both).
-#pragma unroll
-    for (int c = 0; c < 4; ++c) v[c] += __shfl_xor_sync(0xffffffffu, v[c], 2);
-    if (q >= 2) return;
-  }
   if (!grp_ok) return;
-  // v0, v1: weight row g, token columns 2q, 2q + 1 (routed rows rows + 2q,
-  // rows + 2q + 1); v2, v3: row g + 8.
-  if constexpr (!MX) {
-    const float sa[2] = {p.a_scales[src_of(2 * q)], p.a_scales[src_of(2 * q + 1)]};
-    const float* ws = (const float*)p.w_scales;
+  // v0, v1: weight row g, token columns 2q, 2q + 1; v2, v3: row g + 8.
+  const float sa[2] = {p.a_scales[src_of(2 * q)], p.a_scales[src_of(2 * q + 1)]};
+  const float* ws = (const float*)p.w_scales;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float sw =
-          WSCALE == 1 ? ws[(i64)expert * N + physical_row<ACT>(group_row<ACT>(L0, g + 8 * h), N)] : ws[expert];
+  for (int h = 0; h < 2; ++h) {
+    const float sw =
+        WSCALE == 1 ? ws[(i64)expert * N + physical_row<ACT>(group_row<ACT>(L0, g + 8 * h), N)] : ws[expert];
 #pragma unroll
-      for (int c = 0; c < 2; ++c) v[2 * h + c] = (v[2 * h + c] * sa[c]) * sw;
-    }
+    for (int c = 0; c < 2; ++c) v[2 * h + c] = (v[2 * h + c] * sa[c]) * sw;
   }
-  // The first routed row of the CTA's token columns (blockIdx again: fewer
-  // registers live across the loop).
-  const int rows = row_begin + (MX && (int)gridDim.x > nbx ? 4 * (int)(blockIdx.x & 1) : 0);
   float bias2[2], gamma2[2];
   swapab_bias_pair<ACT, BIAS>(p, N, expert, L0, g, true, bias2);
-  swapab_gamma_pair<ROUTER_WEIGHT>(p, rows, row_end, q, gamma2);
-  swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, L0, rows, row_end, v, bias2, gamma2, g, q);
+  swapab_gamma_pair<ROUTER_WEIGHT>(p, row_begin, row_end, q, gamma2);
+  swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, L0, row_begin, row_end, v, bias2, gamma2, g, q);
 }
 
 }  // namespace moejit

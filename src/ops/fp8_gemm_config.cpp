@@ -60,8 +60,7 @@ std::uint32_t Fp8GemmConfig::smem_bytes(QuantMode q) const {
 std::string Fp8GemmConfig::to_string() const {
   if (decode)
     return "fp8 kernel=decode wn=" + std::to_string(wn) + " kw=" + std::to_string(kw) + " depth=" +
-           std::to_string(depth) + " ctas=" + std::to_string(ctas) + " fr=" + (fr ? "1" : "0") +
-           (row_halves ? " rh=1" : "");
+           std::to_string(depth) + " ctas=" + std::to_string(ctas) + " fr=" + (fr ? "1" : "0");
   if (ws)
     return "fp8 kernel=tma_ws bm=128 bn=" + std::to_string(bn()) + " stages=" + std::to_string(stages) +
            " promote=" + std::to_string(promote_slices) + " k_tail=" + (k_tail ? "1" : "0");
@@ -129,30 +128,22 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key, const GemmTuning& tuning) {
     while (c.stages > 2 && c.smem_bytes(key.quant) > kMaxSmem) --c.stages;
     return c;
   }
-  const bool mx = key.quant == QuantMode::mxfp8;
-  if ((mx ? key.token_bucket <= 4 : avg <= 8) && key.experts <= 128 &&
+  if (key.quant == QuantMode::fp8_per_token && avg <= 8 && key.experts <= 128 &&
       std::uint64_t(key.n) * key.k <= 0xFFFFFFFFull) {  // the kernel's 32-bit row offsets within an expert
     // Decode: the weight stream (kernels/grouped_gemm_fp8_decode_sm90.cuh).
     // 24 warps per SM at <= 85 registers (ctas x 32 wn kw threads = 768).
     // Three units of 64 k in flight per warp: 72 KB per SM (24 warps x 3 x
     // 1 KB), about twice what the copy rate times a DRAM latency needs; a
     // fourth spills at 80 registers. The K split (kw warps of a CTA share
-    // each 16-row column) is decode_k_split's. MXFP8: an MMA sums the two
-    // 32-blocks of a unit in separate token columns, so it holds four routed
-    // rows (rows 4-7 of a tile take a second CTA, row_halves), and its loop
-    // has about 1.6x the instructions per unit of the per-token one (the
-    // E8M0 codes, the scaling), two units in flight (the codes take 4
-    // registers per unit). Buckets of at most 4 tokens only: layer us against
-    // the mma.sync kernel, gpt-oss-120b / Qwen3-30B-A3B / Mixtral-8x7B, T = 1:
-    // 77 -> 57, 43.5 -> 32.8, 200 -> 152; T = 4: 190 -> 161, 87 -> 72,
-    // 440 -> 406; past 4 tokens mixed (Qwen3 T = 8-32 7-10 % faster, gpt-oss
-    // T = 16-128 7-26 % and Mixtral T = 8-16 3-16 % slower: the loop's issue
-    // rate, not DRAM, bounds it there). Layers of more than 128 experts (DeepSeek-V3: 256) stay there too: with
+    // each 16-row column) is decode_k_split's. MXFP8 stays on the mma.sync kernel: its
+    // 32-blocks allow 8 bytes per lane and row only, and that form of this
+    // kernel was slower than the mma.sync one at every decode T measured.
+    // Layers of more than 128 experts (DeepSeek-V3: 256) stay there too: with
     // up to 220 experts hit and K = 2048 in down this kernel measured 1.16x
     // (T = 8) and 1.53x (T = 64) the mma.sync kernel's layer time.
     c.decode = true;
     c.wn = 2;
-    c.depth = mx ? 2 : 3;
+    c.depth = 3;
     constexpr int warps_per_sm = 24;
     const std::uint64_t columns = (key.n + 15) / 16 * hit;  // 16-row warp columns of the grid
     const std::uint64_t units = (key.k + 63) / 64;
@@ -172,10 +163,6 @@ Fp8GemmConfig choose_fp8_config(const SpecKey& key, const GemmTuning& tuning) {
     // A down key without router weights is the grouped GEMM over rows sorted
     // by expert (moejit/grouped_gemm.hpp): no topk_ids to route.
     c.fr = t.fr.value_or(true) && rows <= 32 && (key.op == OpKind::gate_up || key.router_weight);
-    // MXFP8: a tile of 5-8 rows (topk_ids may name one expert for several
-    // of a token's routes) takes a second CTA per weight block; where a tile
-    // holds at most 4 rows the second one leaves after routing.
-    c.row_halves = mx;
     if (tuned) {
       // The kernel's contract (its tunable block).
       const bool ok = (c.kw == 1 || ((c.kw == 2 || c.kw == 4) && units >= 4)) && c.depth <= 6 &&

@@ -24,8 +24,7 @@ struct Fp8GemmConfig {
   // fp8_per_token on that kernel: K slices (128 each) per promotion of the
   // e4m3 partial sum into the fp32 accumulator (MXFP8 scales every 32 K).
   int promote_slices = 1;
-  // At most 8 routed rows per expert hit (mxfp8: buckets of at most 4
-  // tokens): the decode kernel
+  // fp8_per_token at most 8 routed rows per expert hit: the decode kernel
   // (kernels/grouped_gemm_fp8_decode_sm90.cuh): weights as the A operand,
   // 8-row m-tiles, wn warps of 16 weight rows along N, kw warps along K,
   // depth units of 64 k in flight per warp, ctas resident per SM.
@@ -35,17 +34,13 @@ struct Fp8GemmConfig {
   // topk_ids and launches no routing kernel; every warp routes them itself
   // (kernels/decode_routing.cuh). A launch choice, not a template argument.
   bool fr = false;
-  // MXFP8 decode (an MMA holds four routed rows): two CTAs per weight block,
-  // one for rows 0-3 of the tile and one for rows 4-7, which leaves a tile of
-  // at most 4 rows. A launch choice, not a template argument.
-  bool row_halves = false;
   int bm() const { return ws ? 128 : decode ? 8 : 16 * mi * warps_m; }
   int bn() const { return ws ? 128 : decode ? 16 * wn : 8 * ni * warps_n; }
   int threads() const { return ws ? 384 : decode ? 32 * wn * kw : 32 * warps_m * warps_n; }
   // Mirrors Fp8GemmTraits::kSmemBytes.
   std::uint32_t smem_bytes(QuantMode q) const;
   std::string to_string() const;  // "fp8 bm=16 bn=64 warps=1x4 mi=1 ni=2 stages=8 k_tail=0",
-                                  // "fp8 kernel=decode wn=2 kw=2 depth=3 ctas=6 fr=1" (+ " rh=1")
+                                  // "fp8 kernel=decode wn=2 kw=2 depth=3 ctas=6 fr=1"
 };
 
 // The FP8 per-token decode kernel's K split (1, 2 or 4 warps per 16-row

@@ -68,7 +68,7 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const GemmTuning& tun
     }
     ks.name_expression = "moejit::grouped_gemm_fp8_decode_kernel<" + std::to_string(c.wn) + ", " +
                          std::to_string(c.kw) + ", " + std::to_string(c.depth) + ", " + std::to_string(c.ctas) +
-                         ", " + std::to_string(wscale_code(key.weight_scale)) + ", " +
+                         ", " + (key.weight_scale == WeightScale::per_channel ? "1" : "0") + ", " +
                          std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
                          b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ">";
   } else if (c.ws) {
@@ -163,7 +163,6 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
     GroupedGemmParams g{};
     fill_common(g, key, a);
     g.a_scales = dptr(a.a_scales);
-    g.a_scale_row_stride = scale_stride;
     g.tiles_ready = a.tiles_ready ? 1 : 0;
     if (a.topk_ids) {
       g.topk_ids = dptr(a.topk_ids);
@@ -179,8 +178,7 @@ void launch_fp8_grouped_gemm(const KernelRef& kernel, const SpecKey& key, const 
     // the kernel waits (griddepcontrol.wait) before its first read.
     void* args[] = {&g};
     driver::launch_programmatic(kernel.function,
-                                {static_cast<unsigned>((key.n + c.bn() - 1) / c.bn() * (c.row_halves ? 2 : 1)),
-                                 a.max_tiles, 1,
+                                {static_cast<unsigned>((key.n + c.bn() - 1) / c.bn()), a.max_tiles, 1,
                                  kernel.launch.block_threads, kernel.launch.dynamic_smem_bytes},
                                 stream, args);
     return;

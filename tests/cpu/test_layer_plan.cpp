@@ -66,10 +66,11 @@ TEST_CASE("layer plan: keys, configs and steps agree with the per-op functions f
         CHECK(p.down.bm == ops::choose_fp8_config(dn).bm());
         CHECK(p.gate_up.quantize_key == quantize_fp8_key(c.quant, s.hidden, t));
         CHECK(p.down.quantize_key == quantize_fp8_key(c.quant, s.intermediate, t));
-        // Decode buckets of <= 32 routes (both modes) route inside the GEMMs.
+        // fp8_per_token decode buckets of <= 32 routes route inside the GEMMs.
         const ops::Fp8GemmConfig cg = ops::choose_fp8_config(gu), cd = ops::choose_fp8_config(dn);
         CHECK(p.fused_route == (cg.fr && cd.fr));
         CHECK(cg.fr == (cg.decode && std::uint64_t(b) * s.top_k <= 32));
+        if (c.quant == QuantMode::mxfp8) CHECK_FALSE(p.fused_route);
         CHECK(p.tail_bucket == 0);
         CHECK(dn.out_dtype == DType::bf16);  // no split-K in the FP8 kernels: Y is bf16
         CHECK(p.y_splits == 1);

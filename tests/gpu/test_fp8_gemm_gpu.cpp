@@ -345,8 +345,8 @@ TEST_CASE("gpu: mxfp8 E8M0 edge codes inside real blocks (2^-127, NaN)", "[gpu][
   MoeLayerShape s;
   s.hidden = 256, s.intermediate = 256, s.experts = 4, s.top_k = 2;
   s.act = Activation::none;
-  // 2 rows per expert (the decode kernel), 20 (the mma.sync kernel) and 200
-  // (the warp-specialized one).
+  // 2 rows per expert and 20 (the mma.sync kernel), 200 (the warp-specialized
+  // one).
   const std::uint32_t T = GENERATE(4u, 40u, 400u);
   INFO("T = " << T);
   Problem p{OpKind::gate_up, QuantMode::mxfp8, WeightScale::e8m0_block32, s, T, Routing::uniform, 2 * T};  // every row

@@ -219,8 +219,7 @@ TEST_CASE("gpu: FP8 layer routing edge cases (one expert, drops, zero-row expert
     report("all rows on one expert", q, ws, 300, run_and_check(w, LayerInputs::make(s, 300, Routing::one_expert, rng)));
     report("-1 routes dropped", q, ws, 64, run_and_check(w, LayerInputs::make(s, 64, Routing::with_drops, rng)));
     report("zero-row experts", q, ws, 3, run_and_check(w, LayerInputs::make(s, 3, Routing::uniform, rng)));
-    // A decode bucket whose 24 routes all name one expert: three 8-row tiles
-    // (MXFP8: rows 4-7 of each in the second CTA of its weight block).
+    // A decode bucket whose 24 routes all name one expert: three 8-row tiles.
     report("3 tokens, one expert", q, ws, 3, run_and_check(w, LayerInputs::make(s, 3, Routing::one_expert, rng)));
   }
   MoeLayerShape e;
