@@ -245,9 +245,10 @@ TEST_CASE("fp8 gemm: in-warp routing arguments are refused before anything launc
   k.function = reinterpret_cast<CUfunction>(std::uintptr_t(0x1));
   auto refused = [&](const SpecKey& key, const ops::Fp8GemmArgs& a, const char* field) {
     INFO(field);
-    k.launch.block_threads = static_cast<std::uint32_t>(ops::choose_fp8_config(key).threads());
-    CHECK_THROWS_AS(ops::launch_fp8_grouped_gemm(k, key, ops::choose_fp8_config(key), a, nullptr), InvalidArgument);
-    CHECK_THROWS_WITH(ops::launch_fp8_grouped_gemm(k, key, ops::choose_fp8_config(key), a, nullptr), Catch::Contains(field));
+    const ops::Fp8GemmConfig c = ops::choose_fp8_config(key);
+    k.launch.block_threads = static_cast<std::uint32_t>(c.threads());
+    CHECK_THROWS_AS(ops::launch_fp8_grouped_gemm(k, key, c, a, nullptr), InvalidArgument);
+    CHECK_THROWS_WITH(ops::launch_fp8_grouped_gemm(k, key, c, a, nullptr), Catch::Contains(field));
   };
   const SpecKey gu1 = key_at(OpKind::gate_up, 1), dn8 = key_at(OpKind::down, 8);
   REQUIRE(ops::choose_fp8_config(gu1).fr);
