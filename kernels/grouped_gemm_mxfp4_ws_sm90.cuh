@@ -27,8 +27,9 @@
 //     against 963 with the hardware-armed arrival).
 //   warpgroups 1 .. CWG, the consumers (WsRegs): wait on the full
 //     mbarrier, build their wgmma A fragments straight from the packed weights
-//     in registers (six instructions per bf16x2, half a slice at a time: one
-//     E8M0 scale per row), issue m64nBMk16 wgmma with B from the ring, and
+//     in registers (half a slice at a time: one E8M0 scale per row; about four
+//     instructions per bf16x2 with the activations in the fragment k order,
+//     K_ORDER_IN, six without: below), issue m64nBMk16 wgmma with B from the ring, and
 //     release a slot on its empty mbarrier once the wgmmas that read it have
 //     retired. The epilogue (bias, activation, router weight, store) of a work
 //     item runs while the producer already fills the next item's slices.
@@ -50,6 +51,16 @@
 //            latency with 16 consumer warps per SM; their 96-register budget
 //            holds the accumulators of BM <= 64 only)
 //   STAGES : ring depth (>= 2)
+//   K_ORDER_IN  : the activation rows (X or H) hold each 32-column block in the
+//                 fragment k order (mxfp4_fragments.cuh, fragment_k_position):
+//                 a thread's e2m1 pairs are then nibbles i and i + 4 of one
+//                 packed word (e2m1x8_to_bf16x2x4_scaled, one LDS.32 per row
+//                 and half slice). Without it a pair is the two nibbles of
+//                 byte q of each word: a byte permute and a 4-bit shift more
+//                 per pair, and 16-byte shared loads of which a thread uses 4.
+//                 The MoE layer's H (gate_up -> down) is written in that order.
+//   K_ORDER_OUT : store the output columns in the fragment k order (gate_up's H
+//                 for a K_ORDER_IN down).
 // Shared memory (bytes): 1024 (alignment) + STAGES * (BM * 128 + BN * 32 + BN * 8) + STAGES * 16 (mbarriers)
 // + 2 * BM * 4 (router weights), BN = 64 * CWG.
 // K % 32 == 0; K % 64 == 32 zero-fills the second half of the last slice (K_TAIL).
@@ -91,7 +102,8 @@ struct WsLayout {
   static constexpr int kStageBytes = kXBytes + kWBytes + kSBytes;
 };
 
-template <int BM, int CWG, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
+template <int BM, int CWG, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL,
+          bool K_ORDER_IN, bool K_ORDER_OUT>
 __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_ws_kernel(const GroupedGemmParams p,
                                                                                         const __grid_constant__ TensorMap w_map) {
   using L = WsLayout<BM, CWG>;
@@ -223,9 +235,6 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
     // a[4 s + j] for k16 step s, j as in wgmma_m64k16_rs.
     auto build_half = [&](int slot, int kt, int c, u32 (&a)[8]) {
       const u32 wq = w_ring + slot * L::kWBytes + (16 * cw + g) * 32 + 16 * c;
-      u32 w[2][4];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) lds128(wq + h * 8 * 32, w[h][0], w[h][1], w[h][2], w[h][3]);
       u32 sb[2], f1[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -234,10 +243,30 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
         sb[h] = (K_TAIL && 2 * kt + c >= s_row_bytes) || !grp_ok ? 127u : lds8(at);
         f1[h] = e8m0_small_factor(min(sb[h], 128u));
       }
+      if constexpr (K_ORDER_IN) {
+        // Word q of the row's 16 bytes: its pairs {i, i + 4} are fragment k
+        // {2q, 2q + 1} (i = 0), {2q + 8, 2q + 9} (1) of k16 step 0 and the same
+        // of step 1 (i = 2, 3) in the activations' fragment k order.
+        u32 pr[2][4];
 #pragma unroll
-      for (int s = 0; s < 2; ++s)
+        for (int h = 0; h < 2; ++h) {
+          e2m1x8_to_bf16x2x4_scaled(lds32(wq + h * 8 * 32 + 4 * q), pr[h]);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) a[4 * s + j] = ws_e2m1_byte_to_bf16x2(w[j & 1][2 * s + (j >> 1)], sel, f1[j & 1]);
+          for (int i = 0; i < 4; ++i) pr[h][i] = mul_bf16x2(pr[h][i], f1[h]);
+        }
+#pragma unroll
+        for (int s = 0; s < 2; ++s)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) a[4 * s + j] = pr[j & 1][2 * s + (j >> 1)];
+      } else {
+        u32 w[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) lds128(wq + h * 8 * 32, w[h][0], w[h][1], w[h][2], w[h][3]);
+#pragma unroll
+        for (int s = 0; s < 2; ++s)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) a[4 * s + j] = ws_e2m1_byte_to_bf16x2(w[j & 1][2 * s + (j >> 1)], sel, f1[j & 1]);
+      }
       // The second factor (E8M0 above 128, or NaN) only when some lane of the warp needs it.
       if (__any_sync(0xffffffffu, e8m0_big_bit(sb[0]) | e8m0_big_bit(sb[1]))) {
 #pragma unroll
@@ -303,8 +332,8 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
 #pragma unroll
       for (int t = 0; t < 2; ++t) gamma2[t] = ROUTER_WEIGHT ? gam[8 * i + 2 * q + t] : 1.f;
       const float v[4] = {acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]};
-      if constexpr (ACT != kActNone) {  // one output per routed row and column pair (gate, up)
-        swapab_epilogue_values<ACT, BIAS, OUT_F32>(p, L0, rows, row_end, v, bias2, gamma2, g, q);
+      if constexpr (ACT != kActNone || K_ORDER_OUT) {  // one output per routed row and column pair (gate, up)
+        swapab_epilogue_values<ACT, BIAS, OUT_F32, K_ORDER_OUT>(p, L0, rows, row_end, v, bias2, gamma2, g, q);
       } else {
       // No activation: lanes g and g ^ 1 trade values so that each stores two
       // adjacent columns of one routed row (even g: row 2q, columns g, g + 1

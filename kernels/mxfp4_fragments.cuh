@@ -88,6 +88,18 @@ __device__ __forceinline__ void mma_word(float (&acc)[4], const u32 (&lo)[4], co
   }
 }
 
+// The fragment k order (kernels/grouped_gemm_mxfp4_ws_sm90.cuh, K_ORDER_IN /
+// K_ORDER_OUT): inside each block of 32 columns, column c = 8q + 2s + t + 4e
+// (q 0..3; s, t, e 0..1) is stored at position 16s + 8t + 2q + e. Read in that
+// order, the bf16 activations of wgmma's k16 steps s (fragment k 2q + e and
+// 2q + 8 + e, t = 0 and 1) meet the e2m1 codes of packed weight word q: its
+// nibbles i and i + 4 are columns 8q + i and 8q + i + 4, the pair that
+// e2m1x8_to_bf16x2x4_scaled turns into one bf16x2 with one multiply. The public
+// twin is moejit::h_column_position (include/moejit/moe_layer.hpp).
+__device__ __forceinline__ int fragment_k_position(int c) {
+  return (c & ~31) | ((c >> 1) & 1) << 4 | (c & 1) << 3 | ((c >> 3) & 3) << 1 | ((c >> 2) & 1);
+}
+
 // Logical row of fragment row fr (0..15) of the 16-row group starting at L0.
 // Gated activations put gate (logical 2j) in fragment row j and up (2j + 1) in
 // row j + 8, so both halves of output column L0/2 + j meet in one thread.
@@ -104,7 +116,8 @@ __device__ __forceinline__ int group_row(int L0, int fr) {
 // v: the thread's four accumulators (v0, v1: fragment row g, tokens 2q, 2q+1;
 // v2, v3: row g+8). rows: first sorted row of the token tile; row_end: end of
 // the expert's rows.
-template <int ACT, int BIAS, bool OUT_F32>
+// K_ORDER_OUT: columns stored in the fragment k order (fragment_k_position).
+template <int ACT, int BIAS, bool OUT_F32, bool K_ORDER_OUT = false>
 __device__ __forceinline__ void swapab_epilogue_values(const GroupedGemmParams& p, int L0, int rows, int row_end,
                                                        const float (&v)[4], const float (&bias2)[2],
                                                        const float (&gamma2)[2], int g, int q) {
@@ -115,7 +128,7 @@ __device__ __forceinline__ void swapab_epilogue_values(const GroupedGemmParams& 
     if (ACT == kActNone) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int n = L0 + g + 8 * half;
+        const int n = K_ORDER_OUT ? fragment_k_position(L0 + g + 8 * half) : L0 + g + 8 * half;
         float val = v[2 * half + t];
         if (BIAS != kBiasNone) val += bias2[half];
         if (OUT_F32)
@@ -131,7 +144,8 @@ __device__ __forceinline__ void swapab_epilogue_values(const GroupedGemmParams& 
         up += bias2[1];
       }
       const float h = gated_act<ACT>(gate, up, p.act_alpha, p.act_limit);
-      ((u16*)p.out)[(i64)r * p.out_row_stride + (n >> 1)] = f32_to_bf16_bits(h * gamma2[t]);
+      const int c = K_ORDER_OUT ? fragment_k_position(n >> 1) : n >> 1;
+      ((u16*)p.out)[(i64)r * p.out_row_stride + c] = f32_to_bf16_bits(h * gamma2[t]);
     }
   }
 }

@@ -107,6 +107,16 @@ struct MoeLayerArgs {
 // itself and writes all of it too, rows of one expert in route order (run()
 // then launches no routing kernel). Within an expert the row order is not
 // part of the contract either way.
+// Position of column c of an H row stored in the fragment k order
+// (MoeWorkspaceView::h_fragment_order): inside each block of 32 columns,
+// c = 8q + 2s + t + 4e (q in 0..3; s, t, e in 0..1) goes to 16s + 8t + 2q + e, so
+// that the warp-specialized MXFP4 down kernel finds the activations of a
+// packed e2m1 word's nibble pairs {i, i + 4} where its wgmma fragments want
+// them (docs/kernels.md, "Middle range and large prefill").
+constexpr std::uint32_t h_column_position(std::uint32_t c) {
+  return (c & ~31u) | ((c >> 1) & 1u) << 4 | (c & 1u) << 3 | ((c >> 3) & 3u) << 1 | ((c >> 2) & 1u);
+}
+
 struct MoeWorkspaceView {
   DevicePtr expert_offsets = 0;  // int32 [E + 1]
   DevicePtr sorted_route = 0;    // int32 [T * top_k]: route id t * top_k + j of each sorted row
@@ -126,7 +136,15 @@ struct MoeWorkspaceView {
                                  // tile_row_end [E] and num_tiles [5] (the count and four counters
                                  // route() zeroes) of each expert's last 1..64 rows, run as
                                  // one-warpgroup tiles; tiles[0] then leaves them out
-  DevicePtr h = 0;               // bf16 [T * top_k, I]
+  DevicePtr h = 0;               // bf16 [T * top_k, I]; column order: h_fragment_order
+  // true: H's columns are in the fragment k order of the MXFP4 warp-specialized
+  // kernels (w4a16_mxfp4 at the buckets where they run, docs/kernels.md):
+  // column c of a row is stored at h_column_position(c), a permutation inside
+  // each block of 32 columns. false: column c at c (every other kernel and mode).
+  bool h_fragment_order = false;
+  DevicePtr xk = 0;              // bf16 [T, D]: X in the fragment k order, gate_up's input where
+                                 // h_fragment_order (the layer's k_order kernel writes it in the
+                                 // gate_up step). It shares Y's bytes: down overwrites it
   DevicePtr y = 0;               // y_dtype [y_splits, T * top_k, D]: the down projection's output,
                                  // router weight applied; with split-K its fp32 partials,
                                  // a row's Y being the sum over the splits

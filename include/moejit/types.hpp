@@ -28,6 +28,7 @@ enum class OpKind : std::uint8_t {
   route,     // topk_ids -> per-expert counts, offsets, expert-sorted routed rows
   combine,   // out[t] = sum over slots j of Y[row(t, j)], fixed order
   quantize,  // bf16/fp32 -> MXFP4 / MXFP8 / per-token FP8 quantizers on the GPU
+  k_order,   // bf16 rows -> the same rows in the MXFP4 warp-specialized GEMM's fragment k order
 };
 
 // Number format of the weights (and, for the FP8 modes, of the activations).

@@ -26,5 +26,9 @@ KernelSource generate_quantize(const SpecKey& key);
 // the bf16 -> e4m3 activation quantizers of kernels/quantize_fp8.cuh. Key:
 // quantize_fp8_key() in moejit/quant.hpp. Launch: quantize_fp8_gpu().
 KernelSource generate_quantize_fp8(const SpecKey& key);
+// op = k_order (src/ops/k_order.cpp, kernels/k_order.cuh): bf16 rows into the
+// fragment k order of the MXFP4 warp-specialized GEMM. Key: ops::k_order_key.
+// Launch: ops::launch_k_order.
+KernelSource generate_k_order(const SpecKey& key);
 
 }  // namespace moejit::codegen

@@ -27,6 +27,7 @@ KernelSource generate(const SpecKey& key, const GemmTuning& tuning) {
       if (key.quant == QuantMode::mxfp8 || key.quant == QuantMode::fp8_per_token) return generate_quantize_fp8(key);
       return generate_quantize(key);
     case OpKind::wgrad: return generate_wgrad(key);
+    case OpKind::k_order: return generate_k_order(key);
   }
   throw InvalidArgument("key field op=" + std::string(to_string(key.op)) +
                         ": no kernel family implements it in this build");

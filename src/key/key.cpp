@@ -73,6 +73,17 @@ void validate_op_fields(const SpecKey& key) {
       zero("top_k", key.top_k, "the quantizer does not depend on top_k");
       dtype_is("in", key.in_dtype, DType::none);
       break;
+    case OpKind::k_order:
+      zero("experts", key.experts, "the reorder does not depend on E");
+      zero("top_k", key.top_k, "the reorder does not depend on top_k");
+      if (key.token_bucket != 1) fail("tokens", std::to_string(key.token_bucket), "must be 1 for " + op + " (rows are a launch argument)");
+      if (key.quant != QuantMode::w4a16_mxfp4)
+        fail("quant", std::string(to_string(key.quant)), "must be w4a16_mxfp4 for " + op + " (the order of its warp-specialized GEMM)");
+      if (key.n == 0 || key.n % 32 != 0)
+        fail("n", std::to_string(key.n), "must be a positive multiple of 32 for " + op + " (blocks of 32 columns)");
+      dtype_is("in", key.in_dtype, DType::none);
+      dtype_is("out", key.out_dtype, DType::bf16);
+      break;
     default: break;
   }
 }

@@ -9,13 +9,14 @@
 namespace moejit {
 namespace {
 
-constexpr detail::EnumNames<OpKind, 6> kOpNames{{
+constexpr detail::EnumNames<OpKind, 7> kOpNames{{
     {OpKind::gate_up, "gate_up"},
     {OpKind::down, "down"},
     {OpKind::wgrad, "wgrad"},
     {OpKind::route, "route"},
     {OpKind::combine, "combine"},
     {OpKind::quantize, "quantize"},
+    {OpKind::k_order, "k_order"},
 }};
 constexpr detail::EnumNames<QuantMode, 4> kQuantNames{{
     {QuantMode::bf16, "bf16"},

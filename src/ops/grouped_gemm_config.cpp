@@ -71,7 +71,8 @@ std::string GemmConfig::to_string() const {
            " k_tail=" + (k_tail ? "1" : "0");
   if (kernel == GemmKernel::mxfp4_ws)
     return "kernel=mxfp4_ws bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) +
-           " cwg=" + std::to_string(cwg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0");
+           " cwg=" + std::to_string(cwg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0") +
+           " k_order_in=" + (k_order_in ? "1" : "0") + " k_order_out=" + (k_order_out ? "1" : "0");
   if (kernel == GemmKernel::mxfp4_wgmma && wa)  // no overlap field: WA always overlaps (depth unused)
     return "kernel=mxfp4_wgmma bm=" + std::to_string(bm()) + " bn=" + std::to_string(bn()) + " wg=" +
            std::to_string(wg) + " stages=" + std::to_string(stages) + " k_tail=" + (k_tail ? "1" : "0") +
@@ -295,6 +296,14 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // 96-register budget holds the accumulators (BM <= 64): with two, the
     // dequantize -> wgmma chain of 8 warps per SM is latency bound.
     c.cwg = c.tm <= 64 ? 4 : 2;
+    // The MoE layer's activations in the fragment k order
+    // (kernels/mxfp4_fragments.cuh, fragment_k_position): X reordered by the
+    // layer's k_order kernel before gate_up, H stored so by gate_up for down.
+    // Each bf16x2 of weights then takes about four instructions instead of
+    // six. Both GEMMs of a bucket take this kernel (the choice depends on the
+    // routed rows per expert and the expert count only); make_layer_plan checks it.
+    c.k_order_in = key.op == OpKind::gate_up || key.router_weight;
+    c.k_order_out = key.op == OpKind::gate_up;
     // The deepest ring within 227 KB, at most 16 slices.
     c.stages = 16;
     while (c.stages > 3 && c.smem_bytes(key.quant, key.k) > 227u * 1024u) --c.stages;

@@ -64,6 +64,13 @@ struct GemmConfig {
   // or off past decode.
   int tm = 0;
   int cwg = 2;  // mxfp4_ws: consumer warpgroups (2 or 4; 64 * cwg weight rows per CTA)
+  // mxfp4_ws: the activation rows arrive in the fragment k order (kernel
+  // parameter K_ORDER_IN: the MoE layer's gate_up, whose X the layer's k_order
+  // kernel reorders, and down, whose H gate_up wrote so), resp. the output is
+  // stored in it (K_ORDER_OUT: the layer's gate_up). Not for the grouped GEMM
+  // over rows sorted by expert (a down key without router weights), whose A
+  // the caller writes in column order.
+  bool k_order_in = false, k_order_out = false;
   int wb = 4;   // bf16_ws: weight rows per work item in blocks of 64 (2 or 4: the wgmma N, 128 or 256)
   bool ws = false;
   int wg = 2;  // mxfp4_wgmma: warpgroups (64 routed rows each); depth 2 = MMAs overlap the next

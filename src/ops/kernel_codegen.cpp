@@ -68,7 +68,8 @@ KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning)
       ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "wgmma_sm90.cuh",
                         "grouped_gemm_mxfp4_ws_sm90.cuh"});
       ks.name_expression = "moejit::grouped_gemm_mxfp4_ws_kernel<" + std::to_string(c.tm) + ", " + std::to_string(c.cwg) + ", " +
-                           std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
+                           std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ", " +
+                           (c.k_order_in ? "true" : "false") + ", " + (c.k_order_out ? "true" : "false") + ">";
       break;
     case ops::GemmKernel::bf16_ws:
       ks.source = unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"});

@@ -5,6 +5,7 @@
 #include "moejit/error.hpp"
 #include "moejit/moe_layer.hpp"
 #include "moejit/quant.hpp"
+#include "ops/k_order.hpp"
 #include "ops/launch_contracts.hpp"
 #include "ops/moe_keys.hpp"
 #include "util/env.hpp"
@@ -28,6 +29,12 @@ GemmPlan gemm_plan(OpKind op, const MoeLayerShape& s, QuantMode quant, WeightSca
     g.config = choose_config(g.key, tuning);
     g.bm = g.config.bm();
     g.splits = static_cast<unsigned>(g.config.splits);
+    // gate_up reads X (the caller's, in column order) in the fragment k order:
+    // the k_order kernel reorders it first. down's H comes so from gate_up.
+    if (op == OpKind::gate_up && g.config.k_order_in) {
+      g.k_order = true;
+      g.k_order_key = k_order_key(g.key.k, target);
+    }
   }
   return g;
 }
@@ -39,6 +46,7 @@ std::vector<SpecKey> MoeLayerPlan::keys() const {
   k.reserve(8);
   k.push_back(route_key);
   if (fp8) k.push_back(gate_up.quantize_key);
+  if (gate_up.k_order) k.push_back(gate_up.k_order_key);
   k.push_back(gate_up.key);
   if (fp8) k.push_back(down.quantize_key);
   k.push_back(down.key);
@@ -63,6 +71,11 @@ MoeLayerPlan make_layer_plan(const MoeLayerShape& s, QuantMode quant, WeightScal
   p.gate_up = gemm_plan(OpKind::gate_up, s, quant, wscale, bucket, target, tuning);
   p.down = gemm_plan(OpKind::down, s, quant, wscale, bucket, target, tuning);
   p.shared_tiles = p.gate_up.bm == p.down.bm;
+  p.h_fragment_order = !p.fp8 && p.gate_up.config.k_order_out;
+  if (!p.fp8 && (p.gate_up.config.k_order_out != p.down.config.k_order_in ||
+                 p.gate_up.config.k_order_out != p.gate_up.k_order))
+    throw Error("token_bucket=" + std::to_string(bucket) + ": gate_up " + p.gate_up.config.to_string() + " and down " +
+                p.down.config.to_string() + " disagree on H's column order (internal heuristic error)");
   p.y_dtype = p.down.key.out_dtype;
   p.y_splits = p.down.splits;
   if (p.fp8) p.fused_route = p.gate_up.fp8.fr && p.down.fp8.fr;

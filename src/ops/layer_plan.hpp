@@ -28,6 +28,10 @@ struct GemmPlan {
   SpecKey tail_key;         // the smaller bucket's GEMM key (has_tail)
   std::uint32_t tail_grid_n = 0;  // CTAs along N of the tail launch: ceil(n / tail bn)
   SpecKey quantize_key;     // FP8 modes: the quantizer of this GEMM's input rows
+  // w4a16_mxfp4 gate_up on the warp-specialized kernel: the reorder of X into
+  // its fragment k order (ops/k_order.hpp), launched before the GEMM.
+  bool k_order = false;
+  SpecKey k_order_key;
 };
 
 // The steps of MoeLayer::run in launch order.
@@ -46,6 +50,9 @@ struct MoeLayerPlan {
   // Both GEMMs on the same m-tile height share one tile list (routing builds it once).
   bool shared_tiles = false;
   std::uint32_t tail_bucket = 0;  // split tail: the smaller bucket whose kernels run the tails; 0 none
+  // H in the fragment k order (MoeWorkspaceView::h_fragment_order): gate_up
+  // stores it so and down reads it so (the MXFP4 warp-specialized kernels).
+  bool h_fragment_order = false;
   DType y_dtype = DType::f32;     // the down projection's output dtype (the combine's input)
   unsigned y_splits = 1;          // Y partials the combine sums
   SpecKey combine_key;
@@ -54,8 +61,8 @@ struct MoeLayerPlan {
   std::uint8_t num_steps = 0;
 
   // Every kernel the layer may launch for this bucket, in moe_layer_keys order:
-  // route, [FP8: quantize X], gate_up, [FP8: quantize H], down, combine, [split
-  // tail: gate_up and down of the tail bucket].
+  // route, [FP8: quantize X; MXFP4 warp-specialized: k_order X], gate_up, [FP8:
+  // quantize H], down, combine, [split tail: gate_up and down of the tail bucket].
   std::vector<SpecKey> keys() const;
 };
 

@@ -11,6 +11,7 @@
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/fp8_grouped_gemm.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "ops/k_order.hpp"
 #include "ops/kernel_launch.hpp"
 #include "ops/kernel_params.hpp"
 #include "ops/launch_contracts.hpp"
@@ -125,9 +126,13 @@ MoeWorkspaceView MoeLayer::workspace_view(const MoeLayerArgs& a, const ops::MoeL
   for (int i = 0; i < 4; ++i) v.tail_tiles[i] = a.workspace + l.tail[i];
   v.h = a.workspace + l.h;
   v.y = a.workspace + l.y;
+  // X in the fragment k order lives in Y's bytes: gate_up reads it before
+  // down writes Y (down waits for gate_up), and the gate_up step writes it anew.
+  v.xk = v.y;
   if (plan != nullptr) {
     v.y_dtype = plan->y_dtype;
     v.y_splits = plan->y_splits;
+    v.h_fragment_order = plan->h_fragment_order;
     // Both GEMMs on the same m-tile height (decode: 8 or 16 rows; prefill: the
     // same wgmma tile) share one tile list: the routing kernel builds it once.
     if (plan->shared_tiles)
@@ -336,6 +341,12 @@ void run_gemm(Runtime& rt, OpKind op, const MoeLayerShape& s, QuantMode quant, c
     launch_kernel(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
   } else if (c.kernel == ops::GemmKernel::mxfp4_ws) {
     const CUtensorMap map = ops::packed_weight_map(wt, s.experts, key.n, key.k, key.act, c.bn());
+    if (g_plan.k_order) {  // gate_up reads X in its fragment k order: reordered into xk first
+      const KernelRef ko = rt.get(g_plan.k_order_key);
+      ops::launch_k_order(ko, a.x, p.a_row_stride, a.num_tokens, s.hidden, v.xk, stream);
+      p.a = dptr(v.xk);
+      p.a_row_stride = s.hidden;
+    }
     launch_kernel(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits, &map);
   } else {
     launch_kernel(k, c.grid_x(key.n, tiles), c.grid_y(tiles), &p, stream, g_plan.splits);

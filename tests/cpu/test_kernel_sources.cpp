@@ -15,7 +15,9 @@
 #include "moejit/bucketing.hpp"
 #include "moejit/moe_layer.hpp"
 #include "moejit/quant.hpp"
+#include "moejit/error.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "ops/k_order.hpp"
 #include "ops/moe_keys.hpp"
 #include "util/embedded_file.hpp"
 #include "test_shapes.hpp"
@@ -129,4 +131,31 @@ TEST_CASE("kernel sources: every combine variant (f32 Y; bf16 Y with 8 and 4 col
     CHECK(out.resources.spill_load_bytes == 0);
     std::printf("  %-90s %3d regs %6.0f ms\n", ks.name_expression.c_str(), out.resources.registers, out.compile_ms);
   }
+}
+
+TEST_CASE("kernel sources: the k_order kernel compiles for sm_90a without spills, one source for every n",
+          "[codegen][nvrtc]") {
+  // Its key is refused for columns that are not a multiple of 32.
+  CHECK_THROWS_AS(ops::k_order_key(2884, Target{}), InvalidArgument);
+  CHECK_THROWS_AS(ops::k_order_key(0, Target{}), InvalidArgument);
+  SpecKey bad = ops::k_order_key(2880, Target{});
+  bad.quant = QuantMode::bf16;
+  CHECK_THROWS_AS(validate(bad), InvalidArgument);
+  CHECK(parse_key(ops::k_order_key(2880, Target{}).to_text()) == ops::k_order_key(2880, Target{}));
+  // The column count is a launch argument: every model's reorder is one kernel.
+  std::set<std::string> sources;
+  for (std::uint32_t n : {2880u, 2048u, 7168u, 4096u}) sources.insert(codegen::generate(ops::k_order_key(n, Target{})).source);
+  CHECK(sources.size() == 1);
+  if (!driver::nvrtc_available()) {
+    WARN("skipped: libnvrtc not found");
+    return;
+  }
+  const SpecKey key = ops::k_order_key(2880, Target{});
+  const auto ks = codegen::generate(key);
+  const auto out = compiler::compile(ks, Target{90, true}, key.to_text());
+  INFO(out.log);
+  CHECK(!out.cubin.empty());
+  CHECK(out.resources.spill_store_bytes == 0);
+  CHECK(out.resources.spill_load_bytes == 0);
+  std::printf("  %-90s %3d regs %6.0f ms\n", ks.name_expression.c_str(), out.resources.registers, out.compile_ms);
 }

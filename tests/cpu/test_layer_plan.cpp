@@ -10,6 +10,7 @@
 #include "moejit/moe_layer.hpp"
 #include "moejit/quant.hpp"
 #include "ops/layer_plan.hpp"
+#include "ops/k_order.hpp"
 #include "ops/layer_plans.hpp"
 #include "ops/moe_keys.hpp"
 #include "util/env.hpp"
@@ -82,7 +83,21 @@ TEST_CASE("layer plan: keys, configs and steps agree with the per-op functions f
         CHECK(p.y_splits == static_cast<unsigned>(cd.splits));
         CHECK(p.fused_route == (c.quant == QuantMode::w4a16_mxfp4 && cg.fr && cd.fr));
         CHECK(p.tail_bucket == ops::split_tail_bucket(s, c.quant, b, t));
+        // X and H in the fragment k order exactly where both GEMMs are the
+        // MXFP4 warp-specialized kernel: the k_order kernel reorders X for
+        // gate_up, gate_up writes H so, down reads it so.
+        const bool ws = cg.kernel == ops::GemmKernel::mxfp4_ws;
+        CHECK((cd.kernel == ops::GemmKernel::mxfp4_ws) == ws);
+        CHECK(p.h_fragment_order == ws);
+        CHECK(cg.k_order_in == ws);
+        CHECK(cg.k_order_out == ws);
+        CHECK(cd.k_order_in == ws);
+        CHECK_FALSE(cd.k_order_out);
+        CHECK(p.gate_up.k_order == ws);
+        CHECK_FALSE(p.down.k_order);
+        if (ws) CHECK(p.gate_up.k_order_key == ops::k_order_key(s.hidden, t));
       }
+      if (fp8) CHECK_FALSE((p.h_fragment_order || p.gate_up.k_order || p.down.k_order));
       CHECK(p.shared_tiles == (p.gate_up.bm == p.down.bm));
       if (p.tail_bucket != 0) {
         CHECK(p.tail_bucket < b);
@@ -99,7 +114,8 @@ TEST_CASE("layer plan: keys, configs and steps agree with the per-op functions f
       // moe_layer_keys (prewarm) lists exactly the plan's keys, in launch order.
       const std::vector<SpecKey> keys = moe_layer_keys(s, c.quant, c.wscale, b, t);
       CHECK(keys == p.keys());
-      REQUIRE(keys.size() == (fp8 ? 6u : (p.tail_bucket ? 6u : 4u)));
+      REQUIRE(keys.size() == (fp8 ? 6u : (p.tail_bucket ? 6u : p.gate_up.k_order ? 5u : 4u)));
+      if (p.gate_up.k_order) CHECK(keys[1] == p.gate_up.k_order_key);
       CHECK(keys.front() == p.route_key);
     }
   }
@@ -167,4 +183,28 @@ TEST_CASE("layer plan: a layer's public steps and run() see the plan's facts", "
     CHECK(v.y_splits == p.y_splits);
     CHECK((v.tiles[1][0] == v.tiles[0][0]) == p.shared_tiles);
   }
+}
+
+TEST_CASE("layer plan: h_column_position permutes each block of 32 columns", "[plan]") {
+  std::set<std::uint32_t> seen;
+  for (std::uint32_t c = 0; c < 96; ++c) {
+    const std::uint32_t at = h_column_position(c);
+    CHECK(at / 32 == c / 32);
+    seen.insert(at);
+  }
+  CHECK(seen.size() == 96);
+  // The pairs of one packed e2m1 word (nibbles i and i + 4 of word q) land on
+  // fragment k 2q + e of a k16 step: column 8q + m + 4e at 16 (m / 2) + 8 (m % 2) + 2q + e.
+  for (std::uint32_t q = 0; q < 4; ++q)
+    for (std::uint32_t m = 0; m < 4; ++m)
+      for (std::uint32_t e = 0; e < 2; ++e) CHECK(h_column_position(8 * q + m + 4 * e) == 16 * (m / 2) + 8 * (m % 2) + 2 * q + e);
+  // The grouped GEMM over expert-sorted rows reads its A in column order.
+  const SpecKey sorted = ops::gemm_key(OpKind::down, shape_of({"gpt-oss-120b", QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32}),
+                                       QuantMode::w4a16_mxfp4, 512, Target{});
+  SpecKey k = sorted;
+  k.router_weight = false;
+  const ops::GemmConfig c = ops::choose_config(k);
+  REQUIRE(c.kernel == ops::GemmKernel::mxfp4_ws);
+  CHECK_FALSE(c.k_order_in);
+  CHECK_FALSE(c.k_order_out);
 }

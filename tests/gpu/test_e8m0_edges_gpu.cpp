@@ -59,7 +59,8 @@ TEST_CASE("gpu: E8M0 edge codes inside MXFP4 blocks (gate_up)", "[gpu][mxfp4]") 
       REQUIRE(gr >= 0);
       for (std::uint32_t c = 0; c < s.intermediate; ++c) {
         const double want = res.h[i * s.intermediate + c];
-        const double got = bf16_to_float(h[std::size_t(gr) * s.intermediate + c]);
+        const std::uint32_t at = v.h_fragment_order ? h_column_position(c) : c;
+        const double got = bf16_to_float(h[std::size_t(gr) * s.intermediate + at]);
         if (e == 1 && c == 4) {
           ++nan_expected;
           nan_got += std::isnan(got) ? 1 : 0;

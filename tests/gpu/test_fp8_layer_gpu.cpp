@@ -100,6 +100,7 @@ Errors run_and_check(const Fp8LayerWeights& w, const LayerInputs& in, std::uint3
     const auto r = res.rows[i];
     const std::int32_t gr = route_row[std::size_t(res.routing.row_token[r]) * s.top_k + res.routing.row_slot[r]];
     REQUIRE(gr >= 0);
+    REQUIRE_FALSE(v.h_fragment_order);  // FP8 modes keep H in column order
     MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(hrow.data(), v.h + std::size_t(gr) * s.intermediate * 2, hrow.size() * 2));
     MOEJIT_CU_CHECK(driver::cuda().cuMemcpyDtoH_v2(yrow.data(), v.y + std::size_t(gr) * s.hidden * 2, yrow.size() * 2));
     got_h.insert(got_h.end(), hrow.begin(), hrow.end());

@@ -83,7 +83,9 @@ Errors run_and_check(const LayerWeights& w, const LayerInputs& in, std::uint32_t
         for (std::uint32_t d = 0; d < s.hidden; ++d) yrow[d] += part[d];
       }
     }
-    got_h.insert(got_h.end(), hrow.begin(), hrow.end());
+    // H in the warp-specialized kernels' fragment k order: back to column order.
+    for (std::uint32_t c = 0; c < s.intermediate; ++c)
+      got_h.push_back(hrow[v.h_fragment_order ? h_column_position(c) : c]);
     got_y.insert(got_y.end(), yrow.begin(), yrow.end());
     ref_h.insert(ref_h.end(), res.h.begin() + i * s.intermediate, res.h.begin() + (i + 1) * s.intermediate);
     ref_y.insert(ref_y.end(), res.y.begin() + i * s.hidden, res.y.begin() + (i + 1) * s.hidden);
