@@ -68,8 +68,8 @@ struct GemmTuning {
                                 // kernel; unset = weights-as-A
     std::optional<bool> ws;     // the persistent warp-specialized kernels: true = at every key past
                                 // decode (bf16: every key), false = never; unset = MXFP4: from 9 to
-                                // 24 routed rows per expert hit (at most 128 experts) and where
-                                // 192-row tiles fit the experts, bf16: past 24 rows per expert
+                                // 24 routed rows per expert hit and where 192-row tiles fit the
+                                // experts, bf16: past 24 rows per expert
     std::optional<int> wb;      // bf16 warp-specialized kernel: weight rows per work item in blocks
                                 // of 64, 1..16; the kernel takes 2 or 4
     friend bool operator==(const Prefill&, const Prefill&) = default;

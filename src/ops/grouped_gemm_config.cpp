@@ -176,19 +176,28 @@ int staged_rows(const SpecKey& key, const GemmConfig& c) {
 }
 
 // Whether the MXFP4 warp-specialized kernel runs a key past decode by default.
-// Measured (layer us, one call each, docs/kernels.md):
-// - 8 < avg <= 24 rows per expert hit, against the activations-as-A kernel
-//   (docs/results.md, "The MXFP4 middle range, per model"): gpt-oss-120b
-//   T = 384-768 4-5 % faster (512: 1275 / 1328), Qwen3-30B-A3B T = 160-384
-//   2-9 %, Mixtral-8x7B T = 48-96 8 %; DeepSeek-V3 (256 experts) T = 320-768
-//   3-5 % slower, so not there;
-// - tiles of 192 rows (avg + sqrt(avg) > 128), against the single-role
-//   wgmma kernels: gpt-oss-120b T = 4096 2663 / 2646 us, 16384 8530 / 8900;
-//   between the two (tiles of 64 and 128 rows) the single-role kernels are
-//   level or faster (T = 1024 1452 / 1462, 2048 2105 / 1702).
-bool mxfp4_ws_default(const SpecKey& key, std::uint64_t avg) {
+// Measured with the activations in the fragment k order (layer us, one call,
+// two runs each, `prefill.ws=1` against the default; docs/kernels.md, "Where
+// it runs, and why"):
+// - tiles of 32 and 64 rows (four consumer warpgroups): faster than the
+//   activations-as-A kernel at 9..24 routed rows per expert hit (DeepSeek-V3's
+//   256 experts included: T = 320-768 1.08-1.09x) and than the one-warpgroup
+//   wgmma kernel at 32 and 48 (gpt-oss-120b T = 1024 / 1536 1.10x, Qwen3-30B-A3B
+//   T = 512 1.25x, Mixtral-8x7B T = 128 1.10x, DeepSeek-V3 T = 1024 1.09x);
+// - tiles of 128 rows (two consumer warpgroups): slower than the two-warpgroup
+//   wgmma kernel (gpt-oss-120b T = 2048 0.89x, DeepSeek-V3 T = 2048 0.88x,
+//   Qwen3 T = 1024 0.95x, Mixtral T = 256 0.96x), level at gpt-oss T = 3072;
+// - tiles of 192 rows (avg + sqrt(avg) > 128): gpt-oss-120b T = 4096 2663 /
+//   2646 us, 16384 8530 / 8900 against the wgmma kernels (column order).
+// The 64-row tiles stay off by default: they add two kernels to the
+// gpt-oss-120b plan (26 distinct kernels against a budget of 24), and the
+// buckets of 41..56 rows must keep the one-warpgroup wgmma kernel anyway,
+// which the 128-row buckets run their experts' last 1..64 rows on (split
+// tail, ops::split_tail_bucket: worth 3-11 % of the layer at 64 rows per
+// expert hit, gpt-oss-120b T = 2048 1671-1680 / 1877-1902 us without).
+bool mxfp4_ws_default(std::uint64_t avg) {
   const double u = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
-  return u > 128.0 || (avg > 8 && avg <= 24 && key.experts <= 128);
+  return u > 128.0 || (avg > 8 && avg <= 24);
 }
 
 // MXFP4 weights as the MMA's A operand (kernels/grouped_gemm_mxfp4_*_sm90.cuh).
@@ -275,7 +284,7 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // Where the warp-specialized kernel runs by default (mxfp4_ws_default):
   // the middle range and tiles of 192 rows. MOEJIT_GEMM_TUNE prefill.ws=1
   // (GemmTuning::Prefill::ws) forces it at any T past decode.
-  if (tuning.prefill.ws.value_or(mxfp4_ws_default(key, avg))) {
+  if (tuning.prefill.ws.value_or(mxfp4_ws_default(avg))) {
     // Past decode: the persistent warp-specialized kernel. Each m-tile
     // dequantizes its 128-row weight block once, so a tile should hold all of
     // an expert's rows (u = avg + sqrt(avg) covers most experts under uniform
@@ -373,12 +382,12 @@ GemmConfig choose_config(const SpecKey& key, const GemmTuning& tuning) {
   const std::uint64_t hit = std::min<std::uint64_t>(key.experts, rows);
   const std::uint64_t avg = (rows + hit - 1) / hit;  // rows per expert that was hit
   // MXFP4 between decode and prefill (8 < avg <= 24 rows per expert): the
-  // warp-specialized kernel (mxfp4_ws_default), else the activations-as-A
-  // kernel (measured on gpt-oss-120b T = 512, 16 rows per expert: layer 1382 us
-  // there, 2109 us on 64-row wgmma tiles, 2497 us on the decode kernel with
-  // 32-row tiles).
+  // warp-specialized kernel (mxfp4_ws_default), else (MOEJIT_GEMM_TUNE
+  // prefill.ws=0) the activations-as-A kernel (measured on gpt-oss-120b
+  // T = 512, 16 rows per expert: layer 1382 us there, 2109 us on 64-row wgmma
+  // tiles, 2497 us on the decode kernel with 32-row tiles).
   if (key.quant == QuantMode::w4a16_mxfp4 &&
-      (avg <= 8 || avg > 24 || tuning.prefill.ws.value_or(mxfp4_ws_default(key, avg))))
+      (avg <= 8 || avg > 24 || tuning.prefill.ws.value_or(mxfp4_ws_default(avg))))
     return choose_mxfp4_swapab(key, hit, avg, tuning);
   if (key.quant == QuantMode::bf16 && tuning.prefill.ws.value_or(avg > 24)) {
     // Past the bytes-bound range: the persistent warp-specialized wgmma

@@ -59,9 +59,8 @@ struct GemmConfig {
   bool wa = false;
   // mxfp4_ws: routed rows per m-tile (the wgmma N dimension: 32, 64, 128 or
   // 192); stages is its ring depth. The default from 9 to 24 routed rows per
-  // expert hit (at most 128 experts) and where tiles of 192 rows fit the
-  // experts (gpt-oss-120b T >= ~3000); GemmTuning::Prefill::ws forces it on
-  // or off past decode.
+  // expert hit and where tiles of 192 rows fit the experts (gpt-oss-120b
+  // T >= ~3000); GemmTuning::Prefill::ws forces it on or off past decode.
   int tm = 0;
   int cwg = 2;  // mxfp4_ws: consumer warpgroups (2 or 4; 64 * cwg weight rows per CTA)
   // mxfp4_ws: the activation rows arrive in the fragment k order (kernel

@@ -225,31 +225,60 @@ TEST_CASE("grouped GEMM config: split tail uses a smaller bucket's one-warpgroup
   }
 }
 
-TEST_CASE("grouped GEMM config: the MXFP4 middle range runs the warp-specialized kernel up to 128 experts",
+TEST_CASE("grouped GEMM config: the MXFP4 middle range runs the warp-specialized kernel, any expert count",
           "[heuristic]") {
-  // 9..24 routed rows per expert hit: warp-specialized on 32-row tiles with
-  // four consumer warpgroups (gpt-oss-120b T = 512: 16 rows), the
-  // activations-as-A kernel past 128 experts (DeepSeek-V3 T = 512: 16 rows;
-  // the GPU suite's 1056 x 544 layer of 144 experts at T = 800: 11.1 rows).
+  // 9..24 routed rows per expert hit: warp-specialized with four consumer
+  // warpgroups on 32-row tiles (gpt-oss-120b T = 512: 16 rows; DeepSeek-V3
+  // T = 512: 16; the GPU suite's 1056 x 544 layer of 144 experts at T = 800:
+  // 11.1); 32 rows (gpt-oss-120b T = 1024) keep the one-warpgroup wgmma kernel.
   MoeLayerShape wide = layer_shape(1056, 544, 144, 2, Activation::swiglu_oai, BiasKind::bf16);
-  const std::tuple<MoeLayerShape, std::uint32_t, ops::GemmKernel> cases[] = {
-      {layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai), 512u, ops::GemmKernel::mxfp4_ws},
-      {layer_shape(7168, 2048, 256, 8, Activation::silu_gated, BiasKind::f32), 512u, ops::GemmKernel::x_operand_a},
-      {wide, 800u, ops::GemmKernel::x_operand_a},
+  const MoeLayerShape gpt_oss = layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai);
+  const std::tuple<MoeLayerShape, std::uint32_t, ops::GemmKernel, int> cases[] = {
+      {gpt_oss, 512u, ops::GemmKernel::mxfp4_ws, 32},
+      {layer_shape(7168, 2048, 256, 8, Activation::silu_gated, BiasKind::f32), 512u, ops::GemmKernel::mxfp4_ws, 32},
+      {wide, 800u, ops::GemmKernel::mxfp4_ws, 32},
+      {gpt_oss, 1024u, ops::GemmKernel::mxfp4_wgmma, 64},
   };
-  for (const auto& [s, T, want] : cases) {
+  for (const auto& [s, T, want, bm] : cases) {
     for (OpKind op : {OpKind::gate_up, OpKind::down}) {
       const SpecKey key = ops::gemm_key(op, s, QuantMode::w4a16_mxfp4, T, Target{});
       INFO(key.to_text());
       const auto c = ops::choose_config(key, GemmTuning{});
       CHECK(c.kernel == want);
-      if (want == ops::GemmKernel::mxfp4_ws) CHECK((c.bm() == 32 && c.cwg == 4));
-      // The tuning turns it off (activations as A) or forces it, whatever the expert count.
+      CHECK(c.bm() == bm);
+      if (want == ops::GemmKernel::mxfp4_ws) CHECK(c.cwg == 4);
+      // The tuning turns it off (activations as A up to 24 rows, the wgmma
+      // kernels past) or forces it.
       GemmTuning off, on;
       off.prefill.ws = false;
       on.prefill.ws = true;
-      CHECK(ops::choose_config(key, off).kernel == ops::GemmKernel::x_operand_a);
+      const std::uint64_t rows = std::uint64_t(T) * s.top_k;
+      const bool middle = (rows + s.experts - 1) / s.experts <= 24;
+      CHECK(ops::choose_config(key, off).kernel ==
+            (middle ? ops::GemmKernel::x_operand_a : ops::GemmKernel::mxfp4_wgmma));
       CHECK(ops::choose_config(key, on).kernel == ops::GemmKernel::mxfp4_ws);
     }
   }
+}
+
+TEST_CASE("grouped GEMM config: every MXFP4 bucket on 128-row wgmma tiles has a split tail", "[heuristic]") {
+  // The buckets of 25..56 routed rows per expert hit keep the one-warpgroup
+  // wgmma kernel, on which the two-warpgroup buckets run their tails.
+  const MoeLayerShape shapes[] = {
+      layer_shape(2880, 2880, 128, 4, Activation::swiglu_oai, BiasKind::bf16),
+      layer_shape(2048, 768, 128, 8, Activation::silu_gated, BiasKind::none),
+      layer_shape(7168, 2048, 256, 8, Activation::silu_gated, BiasKind::f32),
+      layer_shape(4096, 14336, 8, 2, Activation::silu_gated, BiasKind::none),
+  };
+  int two_wg = 0;
+  for (const auto& s : shapes)
+    for (std::uint32_t b : prewarm_set(20000)) {
+      const SpecKey key = ops::gemm_key(OpKind::gate_up, s, QuantMode::w4a16_mxfp4, b, Target{});
+      const auto c = ops::choose_config(key, GemmTuning{});
+      if (c.kernel != ops::GemmKernel::mxfp4_wgmma || c.wg != 2) continue;
+      ++two_wg;
+      INFO(key.to_text());
+      CHECK(ops::split_tail_bucket(s, QuantMode::w4a16_mxfp4, b, Target{}, GemmTuning{}) != 0);
+    }
+  CHECK(two_wg > 0);
 }

@@ -39,7 +39,7 @@ const MoeLayerShape kShapes[] = {
 TEST_CASE("kernel sources: every embedded file is part of some family's translation unit", "[codegen]") {
   std::set<std::string> sources;
   for (QuantMode q : {QuantMode::bf16, QuantMode::w4a16_mxfp4, QuantMode::mxfp8, QuantMode::fp8_per_token})
-    for (std::uint32_t bucket : {64u, 512u, 1024u, 4096u})  // decode, mid-range, weights-as-A and WS GEMM kernels
+    for (std::uint32_t bucket : {64u, 512u, 2048u, 4096u})  // decode, WS (32- and 192-row tiles) and weights-as-A GEMM kernels
       for (const SpecKey& k : moe_layer_keys(kShapes[0], q, bucket, Target{}))
         sources.insert(codegen::generate(k).source);
   sources.insert(codegen::generate(quantize_mxfp4_key(2880, Target{})).source);

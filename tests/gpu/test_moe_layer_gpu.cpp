@@ -31,8 +31,9 @@ void device_sync() { MOEJIT_CU_CHECK(driver::cuda().cuCtxSynchronize()); }
 
 // Runs the layer on `in`, checks every output element is finite and compares
 // sampled tokens (out, and their rows of H and Y) with the reference.
-Errors run_and_check(const LayerWeights& w, const LayerInputs& in, std::uint32_t sample = 8) {
-  MoeLayer layer(gpu_runtime(), w.shape, w.quant);
+Errors run_and_check(const LayerWeights& w, const LayerInputs& in, std::uint32_t sample = 8,
+                     Runtime* runtime = nullptr) {
+  MoeLayer layer(runtime ? *runtime : gpu_runtime(), w.shape, w.quant);
   LayerRun run(layer, in);
   layer.run(w.device(), run.args, nullptr);
   device_sync();
@@ -132,19 +133,32 @@ TEST_CASE("gpu: MoE layer matches the float64 reference on real model shapes", "
       report(name, T, run_and_check(w, in));
     }
   }
+  {
+    RuntimeOptions o;
+    o.use_disk_cache = false;
+    GemmTuning t;
+    t.prefill.ws = false;
+    o.gemm_tuning = t;
+    Runtime rt(o);
+    const LayerWeights& w = weights("k-tail 1056x544 E=144", wide, QuantMode::w4a16_mxfp4);
+    ref::TestRng rng(877);
+    const auto in = LayerInputs::make(wide, 800, Routing::uniform, rng);
+    report("k-tail 1056x544 E=144, prefill.ws=0", 800, run_and_check(w, in, 8, &rt));
+  }
 }
 
 TEST_CASE("gpu: every MXFP4 GEMM kernel variant family, K tails included, matches the reference", "[gpu][layer]") {
   // Token counts chosen to land on each kernel of src/ops/grouped_gemm_config.cpp:
-  // gpt-oss T = 200 (6.25 rows per expert: decode with two n8 tiles) and
-  // T = 800 (25: wgmma with one warpgroup); Qwen3 T = 100 (6.25: decode, two
-  // tiles). A shape with K % 64 = 32 in both GEMMs (hidden 2080, intermediate
+  // gpt-oss T = 200 (6.25 rows per expert: decode), T = 512 (16: the
+  // warp-specialized kernel on 32-row tiles, X and H in its fragment k order)
+  // and T = 800 (25: wgmma with one warpgroup); Qwen3 T = 100 (6.25: decode).
+  // A shape with K % 64 = 32 in both GEMMs (hidden 2080, intermediate
   // 800) runs the decode kernel's partial super-step (T = 3), the
   // warp-specialized kernel's K tail on 32-row tiles (T = 100: 12.5 rows per
-  // expert) and the wgmma kernel's K tail with two warpgroups (T = 600: 75).
-  // The activations-as-A kernel runs the middle range of layers with more
-  // than 128 experts: 144 experts, K tails (hidden 1056, intermediate 544),
-  // T = 800 (11.1 rows per expert hit).
+  // expert) and the wgmma kernel's K tail with two warpgroups and a split tail
+  // (T = 600: 75). 144 experts with K tails (hidden 1056, intermediate 544),
+  // T = 800 (11.1 rows per expert hit): the warp-specialized kernel, and under
+  // MOEJIT_GEMM_TUNE prefill.ws=0 the activations-as-A kernel.
   MoeLayerShape tail;
   tail.hidden = 2080, tail.intermediate = 800, tail.experts = 16, tail.top_k = 2;
   tail.act = Activation::silu_gated;
@@ -154,7 +168,7 @@ TEST_CASE("gpu: every MXFP4 GEMM kernel variant family, K tails included, matche
   wide.act = Activation::swiglu_oai, wide.act_alpha = 1.702f, wide.act_limit = 7.f;
   wide.gate_up_bias = wide.down_bias = BiasKind::bf16;
   const std::tuple<const char*, MoeLayerShape, std::vector<std::uint32_t>> cases[] = {
-      {"gpt-oss-120b", gpt_oss_120b_shape(), {200u, 800u}},
+      {"gpt-oss-120b", gpt_oss_120b_shape(), {200u, 512u, 800u}},
       {"qwen3-30b-a3b", qwen3_30b_shape(), {100u}},
       {"k-tail 2080x800", tail, {3u, 100u, 600u}},
       {"k-tail 1056x544 E=144", wide, {800u}},
