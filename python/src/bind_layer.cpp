@@ -386,6 +386,7 @@ void bind_layer(nb::module_& m) {
             d["route_row"] = v.route_row;
             d["h"] = v.h;
             d["h_fragment_order"] = v.h_fragment_order;
+            d["xk"] = v.xk;
             d["y"] = v.y;
             d["y_dtype"] = std::string(to_string(v.y_dtype));
             d["y_splits"] = v.y_splits;
