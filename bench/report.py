@@ -471,10 +471,10 @@ def wgrad_section(folder):
 
 
 def mxfp4_vs_triton_section(folder):
-    """The gpt-oss-120b W4A16 MXFP4 layer, moejit-run (default kernels and
-    MOEJIT_GEMM_TUNE=prefill.ws=0) against OpenAI's triton_kernels matmul_ogs,
-    from one GPU call: moejit-run.jsonl (moejit-run --json) and
-    triton-kernels.jsonl (the peer's JSON lines)."""
+    """The gpt-oss-120b W4A16 MXFP4 layer, moejit-run with the default kernels
+    against OpenAI's triton_kernels matmul_ogs, from one GPU call:
+    moejit-run.jsonl (moejit-run --json) and triton-kernels.jsonl (the peer's
+    JSON lines)."""
     mr_path = os.path.join(folder, "moejit-run.jsonl")
     tk_path = os.path.join(folder, "triton-kernels.jsonl")
     if not (os.path.exists(mr_path) and os.path.exists(tk_path)):
@@ -483,38 +483,55 @@ def mxfp4_vs_triton_section(folder):
     tk = {r["T"]: r for r in read_jsonl(tk_path) if "T" in r}
     peer = next((r for r in read_jsonl(tk_path) if "peer" in r), {})
     default = {r["T"]: r for r in mr if not r.get("tune")}
-    single = {r["T"]: r for r in mr if r.get("tune") == "prefill.ws=0"}
+    when = next((r.get("date") for r in mr if r.get("date")), None)
+    Ts = ",".join(str(T) for T in sorted(default))
     L = ["## gpt-oss-120b W4A16 MXFP4 against triton_kernels", ""]
-    L.append("One GPU call, same H200: `moejit-run --model gpt-oss-120b --tokens 1,8,64,128,256,512,1024,2048,4096,16384 "
-             "--iters 20 --json moejit-run.jsonl`, once with the default kernels and once with "
-             "`MOEJIT_GEMM_TUNE=prefill.ws=0` (no warp-specialized MXFP4 kernel), then OpenAI's triton_kernels "
-             f"matmul_ogs ({peer.get('peer', 'triton_kernels')}, triton {peer.get('triton', '?')}, torch "
-             f"{peer.get('torch', '?')}) on the same shapes: routing + two matmul_ogs, eager and replayed from a CUDA "
-             "graph. moejit's time is `time_us` (the layer between CUDA events on an idle GPU, host submission "
-             "inside); its layer is route + gate_up + down + combine (three launches at T <= 8). The JSON lines are in "
-             "docs/results-data/mxfp4-vs-triton/.")
+    L.append("One GPU call, same H200" + (f", {when}" if when else "") + ": `moejit-run --model gpt-oss-120b --tokens "
+             f"{Ts.replace(',', ' ')} --iters 20 --check-tokens 0 --json moejit-run.jsonl` with the default kernels (the "
+             "MXFP4 warp-specialized kernel reading X and H in its fragment k order: docs/kernels.md), then OpenAI's "
+             f"triton_kernels matmul_ogs ({peer.get('peer', 'triton_kernels')}, triton {peer.get('triton', '?')}, torch "
+             f"{peer.get('torch', '?')}; `peer_ogs.py OUT.jsonl {Ts}`) on the same shapes: routing + two matmul_ogs, "
+             "eager and replayed from a CUDA graph. moejit's time is `time_us` (the layer between CUDA events on an idle "
+             "GPU, host submission inside); its layer is route + gate_up + down + combine (three launches at T <= 8; plus "
+             "the reorder of X where the warp-specialized kernel runs, inside the gate_up figure). The JSON lines are in "
+             "docs/results-data/mxfp4-vs-triton/ (moejit-run.jsonl, triton-kernels.jsonl).")
     L.append("")
-    L.append("| T | moejit us | moejit, `prefill.ws=0` us | gate_up / down us | triton_kernels graph us | "
+    L.append("| T | moejit us | moejit graph us | gate_up / down us | triton_kernels graph us | "
              "triton_kernels eager us | triton graph / moejit | floor us | of floor |")
     L.append("|---|---|---|---|---|---|---|---|---|")
     for T in sorted(default):
         d = default[T]
-        single_role = single.get(T, {})
         t = tk.get(T, {})
         g = t.get("graph_us")
-        L.append(f"| {T} | {fmt(d['time_us'])} | {fmt(single_role.get('time_us'))} | {fmt(d['gate_up_us'])} / {fmt(d['down_us'])} | "
+        L.append(f"| {T} | {fmt(d['time_us'])} | {fmt(d.get('graph_us'))} | {fmt(d['gate_up_us'])} / {fmt(d['down_us'])} | "
                  f"{fmt(g)} | {fmt(t.get('eager_us'))} | {fmt(g / d['time_us'], 2) if g else '-'} | "
                  f"{fmt(d['floor_us'])} | {100.0 * d['floor_us'] / d['time_us']:.0f} % |")
     L.append("")
     L.append("floor = max(weight bytes of the experts hit / 4.23 TB/s, FLOPs / 782 TFLOP/s). The default runs the "
              "warp-specialized prefill kernel from 9 to 24 routed rows per expert hit (here T = 512) and where 192-row "
-             "tiles fit the experts (here T >= 4096), the single-role wgmma kernels between them (docs/kernels.md); the two "
-             "columns differ only there. The T = 256 row (8 routed rows per expert hit) was timed with two token tiles "
-             "per decode task; the default takes one there, measured in its own call in "
-             "[MXFP4 decode at 5 to 8 routed rows per expert](#mxfp4-decode-at-5-to-8-routed-rows-per-expert).")
+             "tiles fit the experts (here T >= 4096), the single-role wgmma kernels between them, the decode kernel up "
+             "to 8 rows (T <= 256) (docs/kernels.md)." + ratio_summary(default, tk))
     L.append("")
     L.extend(mxfp4_middle_range_section(os.path.join(folder, "middle-range.jsonl")))
     return L
+
+
+def ratio_summary(default, tk):
+    """One sentence: where moejit's layer beats triton_kernels' CUDA graph and
+    its eager launches (ratio = peer us / moejit us)."""
+    r = [(T, tk[T]["graph_us"] / default[T]["time_us"]) for T in sorted(default) if tk.get(T, {}).get("graph_us")]
+    e = [tk[T]["eager_us"] / default[T]["time_us"] for T in sorted(default) if tk.get(T, {}).get("eager_us")]
+    if not r:
+        return ""
+    faster = [T for T, x in r if x >= 1]
+    behind = [x for _, x in r if x < 1]
+    out = " moejit is faster than triton_kernels' CUDA graph at T = " + ", ".join(str(T) for T in faster) if faster else \
+        " moejit is slower than triton_kernels' CUDA graph at every T"
+    if faster and behind:
+        out += f" and slower at the other T ({min(behind):.2f}-{max(behind):.2f}x)"
+    out += "; against its eager launches (what an engine without graphs pays) it is faster at " + \
+        ("every T." if e and min(e) >= 1 else f"{sum(1 for x in e if x >= 1)} of {len(e)} T.")
+    return out
 
 
 def mxfp4_middle_range_section(path):
@@ -527,7 +544,12 @@ def mxfp4_middle_range_section(path):
     cell = {(r["model"], r["T"], r.get("tune", "")): r["time_us"] for r in rows}
     keys = sorted({(r["model"], r["T"]) for r in rows}, key=lambda k: (k[0], k[1]))
     L = ["### The MXFP4 middle range, per model", ""]
-    L.append("Same call: `moejit-run --model M --quant w4a16_mxfp4 --tokens ... --iters 20 --check-tokens 0 --json "
+    L.append("Measured with the activations in column order (the six-instruction conversion). With the fragment k "
+             "order that the MoE layer runs, docs/kernels.md (\"Where it runs, and why\") has the same comparison: "
+             "there the warp-specialized kernel is 1.08-1.09x faster than the activations-as-A kernel on DeepSeek-V3 "
+             "too, and runs the layer's middle range for every model.")
+    L.append("")
+    L.append("A GPU call of its own: `moejit-run --model M --quant w4a16_mxfp4 --tokens ... --iters 20 --check-tokens 0 --json "
              "middle-range.jsonl` per model, with the default kernels, `MOEJIT_GEMM_TUNE=prefill.ws=0` (the "
              "activations-as-A kernel) and `prefill.ws=1` (the warp-specialized kernel on 32-row tiles). Layer us "
              "(`time_us`); ratio = activations-as-A / warp-specialized (> 1: the warp-specialized kernel is faster).")
@@ -538,8 +560,8 @@ def mxfp4_middle_range_section(path):
         d, a, w = (cell.get((model, T, t)) for t in ("", "prefill.ws=0", "prefill.ws=1"))
         L.append(f"| {model} | {T} | {fmt(d)} | {fmt(a)} | {fmt(w)} | {fmt(a / w, 2) if a and w else '-'} |")
     L.append("")
-    L.append("The default takes the warp-specialized kernel there for layers of at most 128 experts; DeepSeek-V3 "
-             "(256 experts) stays on the activations-as-A kernel, which is faster for it.")
+    L.append("The default column is the warp-specialized kernel for layers of at most 128 experts, the "
+             "activations-as-A kernel for DeepSeek-V3.")
     L.append("")
     return L
 

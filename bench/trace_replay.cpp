@@ -157,9 +157,18 @@ std::vector<SpecKey> step_keys(const MoeLayerShape& s, QuantMode q, std::uint32_
   const std::uint32_t b = round_up_tokens(T);
   std::vector<SpecKey> keys = moe_layer_keys(s, q, b, Target{});
   if (exact) {
+    // The j-th gate_up (down) key of the bucket takes the j-th of the exact T:
+    // the lists may differ in their other keys (k_order, a split tail).
     const auto ek = moe_layer_keys(s, q, T, Target{});
-    for (std::size_t i = 0; i < keys.size(); ++i)
-      if (keys[i].op == OpKind::gate_up || keys[i].op == OpKind::down) keys[i] = ek[i];
+    for (OpKind op : {OpKind::gate_up, OpKind::down}) {
+      std::size_t j = 0;
+      for (SpecKey& k : keys) {
+        if (k.op != op) continue;
+        while (j < ek.size() && ek[j].op != op) ++j;
+        if (j == ek.size()) break;
+        k = ek[j++];
+      }
+    }
   }
   return keys;
 }

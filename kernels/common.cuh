@@ -183,7 +183,8 @@ __device__ __forceinline__ float sigmoidf_(float x) { return __fdividef(1.0f, 1.
 
 // ---- Programmatic dependent launch (sm_90) ------------------------------------
 // The MoE layer launches route -> gate_up -> down -> combine (gate_up -> down ->
-// combine where the decode GEMMs route topk_ids themselves) with programmatic
+// combine where the decode GEMMs route topk_ids themselves; route -> k_order ->
+// gate_up -> ... where the MXFP4 warp-specialized GEMMs run) with programmatic
 // stream serialization: a kernel may start while the one before it finishes.
 // Every such kernel calls pdl_wait() before its first read of memory that an
 // earlier launch on the stream writes (and before any write), and

@@ -332,7 +332,9 @@ __global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_w
 #pragma unroll
       for (int t = 0; t < 2; ++t) gamma2[t] = ROUTER_WEIGHT ? gam[8 * i + 2 * q + t] : 1.f;
       const float v[4] = {acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]};
-      if constexpr (ACT != kActNone || K_ORDER_OUT) {  // one output per routed row and column pair (gate, up)
+      // Gated: one output per routed row and column pair (gate, up); K_ORDER_OUT
+      // without activation: one store per value at its column's position.
+      if constexpr (ACT != kActNone || K_ORDER_OUT) {
         swapab_epilogue_values<ACT, BIAS, OUT_F32, K_ORDER_OUT>(p, L0, rows, row_end, v, bias2, gamma2, g, q);
       } else {
       // No activation: lanes g and g ^ 1 trade values so that each stores two

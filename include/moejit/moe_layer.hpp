@@ -48,6 +48,9 @@ struct MoeLayerPlan;
 // the kernels cannot run (message names the field).
 // FP8 modes (mxfp8, fp8_per_token) add the activation quantizers:
 // route, quantize(X: n = D), gate_up, quantize(H: n = I), down, combine.
+// w4a16_mxfp4 where both GEMMs run the warp-specialized kernel adds the
+// reorder of X into its fragment k order (op=k_order, tokens=1, n = D) after
+// the route: route, k_order, gate_up, down, combine.
 // w4a16_mxfp4 at buckets with split tail (large T, ops::split_tail_bucket)
 // appends the gate_up and down keys of the smaller bucket whose kernels run
 // the experts' last 1..64 rows (6 keys; launched after each GEMM's main tiles).
@@ -100,13 +103,6 @@ struct MoeLayerArgs {
   std::size_t workspace_bytes = 0;
 };
 
-// Device views of the routing metadata and intermediates inside a workspace,
-// for callers that run the steps one by one (for example to time each GEMM).
-// The routing metadata is route()'s output; where both GEMMs run the MXFP4
-// decode kernel at <= 32 routes (and <= 256 experts), gate_up routes topk_ids
-// itself and writes all of it too, rows of one expert in route order (run()
-// then launches no routing kernel). Within an expert the row order is not
-// part of the contract either way.
 // Position of column c of an H row stored in the fragment k order
 // (MoeWorkspaceView::h_fragment_order): inside each block of 32 columns,
 // c = 8q + 2s + t + 4e (q in 0..3; s, t, e in 0..1) goes to 16s + 8t + 2q + e, so
@@ -117,6 +113,13 @@ constexpr std::uint32_t h_column_position(std::uint32_t c) {
   return (c & ~31u) | ((c >> 1) & 1u) << 4 | (c & 1u) << 3 | ((c >> 3) & 3u) << 1 | ((c >> 2) & 1u);
 }
 
+// Device views of the routing metadata and intermediates inside a workspace,
+// for callers that run the steps one by one (for example to time each GEMM).
+// The routing metadata is route()'s output; where both GEMMs run the MXFP4
+// decode kernel at <= 32 routes (and <= 256 experts), gate_up routes topk_ids
+// itself and writes all of it too, rows of one expert in route order (run()
+// then launches no routing kernel). Within an expert the row order is not
+// part of the contract either way.
 struct MoeWorkspaceView {
   DevicePtr expert_offsets = 0;  // int32 [E + 1]
   DevicePtr sorted_route = 0;    // int32 [T * top_k]: route id t * top_k + j of each sorted row
@@ -147,7 +150,8 @@ struct MoeWorkspaceView {
                                  // gate_up step). It shares Y's bytes: down overwrites it
   DevicePtr y = 0;               // y_dtype [y_splits, T * top_k, D]: the down projection's output,
                                  // router weight applied; with split-K its fp32 partials,
-                                 // a row's Y being the sum over the splits
+                                 // a row's Y being the sum over the splits. Until down ran,
+                                 // where h_fragment_order, it holds xk
   DType y_dtype = DType::f32;    // the down key's out_dtype: bf16 when y_splits == 1 (always
                                  // in FP8 modes, which never split K); f32 with split-K and
                                  // when num_tokens == 0
@@ -185,6 +189,9 @@ class MoeLayer {
   void run(const MoeWeights& w, const MoeLayerArgs& args, CUstream stream) const;
 
   // The steps on their own (same preconditions as run(); each needs the previous).
+  // Where MoeWorkspaceView::h_fragment_order, gate_up also writes X in that
+  // order into Y's bytes (MoeWorkspaceView::xk): a gate_up after down
+  // overwrites Y, so combine must come before the next gate_up.
   void route(const MoeLayerArgs& args, CUstream stream) const;
   void gate_up(const MoeWeights& w, const MoeLayerArgs& args, CUstream stream) const;
   void down(const MoeWeights& w, const MoeLayerArgs& args, CUstream stream) const;

@@ -78,9 +78,12 @@ def test_a_layer_follows_its_runtime_gemm_tuning():
     plain = moejit.Runtime(use_disk_cache=False, gemm_tuning="")
     assert plain.gemm_tuning == ""
     # At T = 2048 the heuristic runs two-warpgroup wgmma tiles with a split tail
-    # (two more keys); the warp-specialized kernel has none.
+    # (two more keys); the warp-specialized kernel has none, but reorders X
+    # into its fragment k order first (one op=k_order key).
     assert len(moejit.MoeLayer(plain, s, "w4a16_mxfp4").keys(2048)) == 6
-    assert len(moejit.MoeLayer(rt, s, "w4a16_mxfp4").keys(2048)) == 4
+    ws_keys = moejit.MoeLayer(rt, s, "w4a16_mxfp4").keys(2048)
+    assert len(ws_keys) == 5
+    assert ws_keys[1].op == "k_order"
 
 
 def test_plan_from_a_shape_and_from_a_config_file(tmp_path):

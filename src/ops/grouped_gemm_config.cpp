@@ -195,9 +195,15 @@ int staged_rows(const SpecKey& key, const GemmConfig& c) {
 // which the 128-row buckets run their experts' last 1..64 rows on (split
 // tail, ops::split_tail_bucket: worth 3-11 % of the layer at 64 rows per
 // expert hit, gpt-oss-120b T = 2048 1671-1680 / 1877-1902 us without).
-bool mxfp4_ws_default(std::uint64_t avg) {
+// The grouped GEMM over rows sorted by expert (a down key without router
+// weights) reads its caller's rows in column order, the six-instruction
+// conversion: there the middle range keeps the limit of 128 experts measured
+// in that order (DeepSeek-V3 T = 320-768 3-5 % slower than activations as A;
+// docs/results.md, "The MXFP4 middle range, per model").
+bool mxfp4_ws_default(const SpecKey& key, std::uint64_t avg) {
   const double u = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
-  return u > 128.0 || (avg > 8 && avg <= 24);
+  const bool k_order = key.op == OpKind::gate_up || key.router_weight;
+  return u > 128.0 || (avg > 8 && avg <= 24 && (k_order || key.experts <= 128));
 }
 
 // MXFP4 weights as the MMA's A operand (kernels/grouped_gemm_mxfp4_*_sm90.cuh).
@@ -284,7 +290,7 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
   // Where the warp-specialized kernel runs by default (mxfp4_ws_default):
   // the middle range and tiles of 192 rows. MOEJIT_GEMM_TUNE prefill.ws=1
   // (GemmTuning::Prefill::ws) forces it at any T past decode.
-  if (tuning.prefill.ws.value_or(mxfp4_ws_default(avg))) {
+  if (tuning.prefill.ws.value_or(mxfp4_ws_default(key, avg))) {
     // Past decode: the persistent warp-specialized kernel. Each m-tile
     // dequantizes its 128-row weight block once, so a tile should hold all of
     // an expert's rows (u = avg + sqrt(avg) covers most experts under uniform
@@ -387,7 +393,7 @@ GemmConfig choose_config(const SpecKey& key, const GemmTuning& tuning) {
   // T = 512, 16 rows per expert: layer 1382 us there, 2109 us on 64-row wgmma
   // tiles, 2497 us on the decode kernel with 32-row tiles).
   if (key.quant == QuantMode::w4a16_mxfp4 &&
-      (avg <= 8 || avg > 24 || tuning.prefill.ws.value_or(mxfp4_ws_default(avg))))
+      (avg <= 8 || avg > 24 || tuning.prefill.ws.value_or(mxfp4_ws_default(key, avg))))
     return choose_mxfp4_swapab(key, hit, avg, tuning);
   if (key.quant == QuantMode::bf16 && tuning.prefill.ws.value_or(avg > 24)) {
     // Past the bytes-bound range: the persistent warp-specialized wgmma

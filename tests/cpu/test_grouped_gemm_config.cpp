@@ -55,7 +55,8 @@ TEST_CASE("grouped GEMM config: invariants over real shapes and every bucket", "
           // 256 weight rows, one persistent CTA per SM, a ring of >= 2
           // slices, no split K); MXFP4 the activations-as-A kernel only
           // between decode (<= 8 rows per expert hit) and prefill (> 24),
-          // for layers of more than 128 experts (the middle range's test below).
+          // for the grouped GEMM over sorted rows with more than 128 experts
+          // (the middle range's test below).
           {
             const std::uint64_t rows = std::uint64_t(b) * s.top_k;
             const std::uint64_t hit = std::min<std::uint64_t>(s.experts, rows);

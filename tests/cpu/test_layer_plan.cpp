@@ -207,4 +207,12 @@ TEST_CASE("layer plan: h_column_position permutes each block of 32 columns", "[p
   REQUIRE(c.kernel == ops::GemmKernel::mxfp4_ws);
   CHECK_FALSE(c.k_order_in);
   CHECK_FALSE(c.k_order_out);
+  // In column order the middle range keeps the activations-as-A kernel past
+  // 128 experts (DeepSeek-V3 T = 512: 16 rows per expert hit); the layer's
+  // GEMMs of that bucket, in the fragment k order, take the warp-specialized one.
+  const MoeLayerShape dsv3 = shape_of({"deepseek-v3", QuantMode::w4a16_mxfp4, WeightScale::e8m0_block32});
+  SpecKey ds = ops::gemm_key(OpKind::down, dsv3, QuantMode::w4a16_mxfp4, 512, Target{});
+  CHECK(ops::choose_config(ds).kernel == ops::GemmKernel::mxfp4_ws);
+  ds.router_weight = false;
+  CHECK(ops::choose_config(ds).kernel == ops::GemmKernel::x_operand_a);
 }
