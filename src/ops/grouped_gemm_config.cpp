@@ -200,10 +200,13 @@ int staged_rows(const SpecKey& key, const GemmConfig& c) {
 // conversion: there the middle range keeps the limit of 128 experts measured
 // in that order (DeepSeek-V3 T = 320-768 3-5 % slower than activations as A;
 // docs/results.md, "The MXFP4 middle range, per model").
+// The MoE layer's GEMM keys (gate_up, and down with router weights): their
+// activations come in the fragment k order where the warp-specialized kernel runs.
+bool layer_gemm(const SpecKey& key) { return key.op == OpKind::gate_up || key.router_weight; }
+
 bool mxfp4_ws_default(const SpecKey& key, std::uint64_t avg) {
   const double u = static_cast<double>(avg) + std::sqrt(static_cast<double>(avg));
-  const bool k_order = key.op == OpKind::gate_up || key.router_weight;
-  return u > 128.0 || (avg > 8 && avg <= 24 && (k_order || key.experts <= 128));
+  return u > 128.0 || (avg > 8 && avg <= 24 && (layer_gemm(key) || key.experts <= 128));
 }
 
 // MXFP4 weights as the MMA's A operand (kernels/grouped_gemm_mxfp4_*_sm90.cuh).
@@ -317,7 +320,7 @@ GemmConfig choose_mxfp4_swapab(const SpecKey& key, std::uint64_t hit, std::uint6
     // Each bf16x2 of weights then takes about four instructions instead of
     // six. Both GEMMs of a bucket take this kernel (the choice depends on the
     // routed rows per expert and the expert count only); make_layer_plan checks it.
-    c.k_order_in = key.op == OpKind::gate_up || key.router_weight;
+    c.k_order_in = layer_gemm(key);
     c.k_order_out = key.op == OpKind::gate_up;
     // The deepest ring within 227 KB, at most 16 slices.
     c.stages = 16;

@@ -28,18 +28,8 @@ namespace ops {
 
 SpecKey k_order_key(std::uint32_t cols, const Target& target) {
   check_cols("k_order_key", cols);
-  SpecKey key;
-  key.op = OpKind::k_order;
-  key.quant = QuantMode::w4a16_mxfp4;
-  key.token_bucket = 1;
-  key.n = cols;
-  key.k = 0;
-  key.n_align = alignment_of(cols);
-  key.k_align = alignment_of(0);
-  key.weight_scale = default_weight_scale(key.quant);
-  key.out_dtype = DType::bf16;
-  key.target = target;
-  return key;
+  // Tokens 1 (rows are a launch argument), k 0, out bf16, no epilogue fields.
+  return make_gemm_key(OpKind::k_order, QuantMode::w4a16_mxfp4, 1, cols, 0, target);
 }
 
 void launch_k_order(const KernelRef& kernel, DevicePtr in, std::int64_t in_row_stride, std::uint64_t rows,

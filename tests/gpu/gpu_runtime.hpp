@@ -18,4 +18,13 @@ inline Runtime& gpu_runtime() {
   return rt;
 }
 
+// Options of a memory-only Runtime whose keys run under `tuning` (tests that
+// compare kernel choices of one key).
+inline RuntimeOptions tuned_runtime_options(const GemmTuning& tuning) {
+  RuntimeOptions o;
+  o.use_disk_cache = false;
+  o.gemm_tuning = tuning;
+  return o;
+}
+
 }  // namespace moejit::testing

@@ -301,12 +301,9 @@ TEST_CASE("gpu: FP8 per-token decode gives the same bits under every K split", "
     const auto in = LayerInputs::make(s, T, Routing::uniform, rng);
     std::vector<std::vector<std::uint16_t>> outs;
     for (int kw : {1, 2, 4}) {
-      RuntimeOptions o;
-      o.use_disk_cache = false;
       GemmTuning t;
       t.decode.kw = kw;
-      o.gemm_tuning = t;
-      Runtime rt(o);
+      Runtime rt(tuned_runtime_options(t));
       MoeLayer layer(rt, s, QuantMode::fp8_per_token, WeightScale::per_expert);
       LayerRun run(layer, in);
       layer.run(w.device(), run.args, nullptr);

@@ -171,12 +171,9 @@ TEST_CASE("gpu: every MXFP4 GEMM kernel variant family, K tails included, matche
     }
   }
   {
-    RuntimeOptions o;
-    o.use_disk_cache = false;
     GemmTuning t;
     t.prefill.ws = false;
-    o.gemm_tuning = t;
-    Runtime rt(o);
+    Runtime rt(tuned_runtime_options(t));
     const LayerWeights& w = weights("k-tail 1056x544 E=144", wide, QuantMode::w4a16_mxfp4);
     ref::TestRng rng(877);
     const auto in = LayerInputs::make(wide, 800, Routing::uniform, rng);
