@@ -35,7 +35,8 @@
 // memory): the bits do not depend on KW. Rows never mix, so padding rows
 // cannot change a real row's bits.
 //
-// ---- Tunable parameters (template arguments; src/ops/fp8_gemm_config.cpp) ----
+// ---- Tunable parameters (Fp8DecodeKernel, kernels/grouped_gemm_configs.cuh: the
+// fields in lower case; chosen in src/ops/fp8_gemm_config.cpp) ----
 //   WN    : warps along N, 16 weight rows each (BN = 16 * WN)
 //   KW    : warps along K (1, 2 or 4; the host takes 2 or 4 only when K has at
 //           least 4 units, so KSEG = 4 and every warp row owns whole segments)
@@ -52,9 +53,11 @@ __device__ __forceinline__ void ldg_v4_act(const void* ptr, u32 (&r)[4]) {
                : "l"(ptr));
 }
 
-template <int WN, int KW, int DEPTH, int CTAS, int WSCALE, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT,
-          bool OUT_F32>
-__global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_fp8_decode_kernel(const GroupedGemmParams p) {
+template <Fp8DecodeKernel C>
+__global__ void __launch_bounds__(32 * C.wn * C.kw, C.ctas) grouped_gemm_fp8_decode_kernel(const GroupedGemmParams p) {
+  constexpr int WN = C.wn, KW = C.kw, DEPTH = C.depth, CTAS = C.ctas, WSCALE = C.wscale;
+  constexpr int ACT = C.epilogue.act, BIAS = C.epilogue.bias;
+  constexpr bool GATHER = C.epilogue.gather, ROUTER_WEIGHT = C.epilogue.router_weight, OUT_F32 = C.epilogue.out_f32;
   constexpr int kUnit = 64;  // k per unit: 16 bytes per lane and row
   // What this kernel reads comes from earlier launches: the activation codes
   // and scales from the quantizer just before it; the tile lists (or, with

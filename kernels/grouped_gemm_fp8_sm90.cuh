@@ -19,8 +19,9 @@
 // (promotion every 32 K), so K = 7168 loses nothing to the tensor core's
 // internal accumulation width.
 //
-// ---- Tunable parameters (template arguments; the host heuristic in
-// src/ops/fp8_gemm_config.cpp chooses them from the specialization key) ----
+// ---- Tunable parameters (Fp8MmaKernel, kernels/grouped_gemm_configs.cuh: the
+// fields in lower case; the host heuristic in src/ops/fp8_gemm_config.cpp
+// chooses them from the specialization key) ----
 //   WARPS_M, WARPS_N : warp grid of the CTA (THREADS = 32 * WARPS_M * WARPS_N)
 //   MI, NI           : m16 tiles and n8 tiles per warp
 //                      BM = 16 * MI * WARPS_M rows, BN = 8 * NI * WARPS_N columns
@@ -70,10 +71,13 @@ __device__ __forceinline__ int f8_physical_row(int n, int N) {
   return n;
 }
 
-template <int WARPS_M, int WARPS_N, int MI, int NI, int STAGES, int QUANT, int WSCALE, int ACT, int BIAS,
-          bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
-__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N)
+template <Fp8MmaKernel C>
+__global__ void __launch_bounds__(32 * C.warps_m * C.warps_n)
 grouped_gemm_fp8_kernel(const Fp8GemmParams p) {
+  constexpr int WARPS_M = C.warps_m, WARPS_N = C.warps_n, MI = C.mi, NI = C.ni, STAGES = C.stages, QUANT = C.quant;
+  constexpr int WSCALE = C.wscale, ACT = C.epilogue.act, BIAS = C.epilogue.bias;
+  constexpr bool GATHER = C.epilogue.gather, ROUTER_WEIGHT = C.epilogue.router_weight, OUT_F32 = C.epilogue.out_f32;
+  constexpr bool K_TAIL = C.k_tail;
   using Tr = Fp8GemmTraits<WARPS_M, WARPS_N, MI, NI, STAGES, QUANT>;
   constexpr int THREADS = Tr::kThreads, BM = Tr::kBM, BN = Tr::kBN, BK = Tr::kBK;
   static_assert((BM * 8) % THREADS == 0, "A loader: BM*8 must be a multiple of THREADS");

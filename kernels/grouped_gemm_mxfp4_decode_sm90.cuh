@@ -16,7 +16,8 @@
 // shared memory in warp order, so results are deterministic and every key
 // always runs the same reduction.
 //
-// ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp) ----
+// ---- Tunable parameters (Mxfp4DecodeKernel, kernels/grouped_gemm_configs.cuh: the
+// fields in lower case; chosen in src/ops/grouped_gemm_config.cpp) ----
 //   WN     : warps along N; each owns MW groups of 16 weight rows (BN = 16 * MW * WN)
 //   KW     : warps along K (dividing KSEG = min(4, S), S = ceil(K / 256));
 //            warp row wk reduces K segments [KSEG*wk/KW, KSEG*(wk+1)/KW)
@@ -57,9 +58,12 @@ namespace moejit {
 // the swap would share banks (XS above).
 __device__ __forceinline__ u32 xs_unit(u32 gi) { return gi ^ (((gi >> 3) & 1u) << 1); }
 
-template <int WN, int KW, int MW, int NT, int DEPTH, int CTAS, int XS, bool FR, int ACT, int BIAS, bool GATHER,
-          bool ROUTER_WEIGHT, bool OUT_F32>
-__global__ void __launch_bounds__(32 * WN * KW, CTAS) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
+template <Mxfp4DecodeKernel C>
+__global__ void __launch_bounds__(32 * C.wn * C.kw, C.ctas) grouped_gemm_mxfp4_decode_kernel(const GroupedGemmParams p) {
+  constexpr int WN = C.wn, KW = C.kw, MW = C.mw, NT = C.nt, DEPTH = C.depth, CTAS = C.ctas, XS = C.xs;
+  constexpr bool FR = C.fr;
+  constexpr int ACT = C.epilogue.act, BIAS = C.epilogue.bias;
+  constexpr bool GATHER = C.epilogue.gather, ROUTER_WEIGHT = C.epilogue.router_weight, OUT_F32 = C.epilogue.out_f32;
   constexpr int kSuper = 256;
   // The tile schedule and the activations come from earlier launches. With
   // p.tiles_ready (down inside MoeLayer::run) the tile fields (or, with FR,

@@ -23,7 +23,8 @@
 // Every output element is a fixed-order sum over its own row: padding rows
 // cannot change a real row's bits.
 //
-// ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp) ----
+// ---- Tunable parameters (Mxfp4WgmmaKernel, kernels/grouped_gemm_configs.cuh: the
+// fields in lower case; chosen in src/ops/grouped_gemm_config.cpp) ----
 //   WG     : warpgroups, 1..3 (BM = 64 * WG routed rows; 128 * WG threads)
 //   STAGES : cp.async ring depth (>= 3)
 //   OVERLAP: MMAs of slice kt overlap the dequantization of kt + 1 (prefetch
@@ -138,9 +139,12 @@ struct WgmmaGemmTraits {
   static constexpr int kWBytes = kBN * 128;   // dequantized slice, bf16
 };
 
-template <int WG, int STAGES, bool OVERLAP, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32,
-          bool K_TAIL>
-__global__ void __launch_bounds__(128 * WG, WG <= 2 ? 2 : 1) grouped_gemm_mxfp4_wgmma_kernel(const GroupedGemmParams p) {
+template <Mxfp4WgmmaKernel C>
+__global__ void __launch_bounds__(128 * C.wg, C.wg <= 2 ? 2 : 1) grouped_gemm_mxfp4_wgmma_kernel(const GroupedGemmParams p) {
+  constexpr int WG = C.wg, STAGES = C.stages;
+  constexpr bool OVERLAP = C.overlap, K_TAIL = C.k_tail;
+  constexpr int ACT = C.epilogue.act, BIAS = C.epilogue.bias;
+  constexpr bool GATHER = C.epilogue.gather, ROUTER_WEIGHT = C.epilogue.router_weight, OUT_F32 = C.epilogue.out_f32;
   using Tr = WgmmaGemmTraits<WG, STAGES>;
   constexpr int THREADS = Tr::kThreads, BM = Tr::kBM, BN = Tr::kBN, BK = 64;
   static_assert(STAGES >= 3, "prefetch distance must be >= 1");

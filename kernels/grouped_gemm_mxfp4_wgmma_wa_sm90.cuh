@@ -28,7 +28,8 @@
 // same instruction per 64 rows, so the tail tiles (TH = 1) give the same bits
 // as the main tiles (TH = 2), and padding rows cannot change a real row's bits.
 //
-// ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp) ----
+// ---- Tunable parameters (Mxfp4WgmmaWaKernel, kernels/grouped_gemm_configs.cuh: the
+// fields in lower case; chosen in src/ops/grouped_gemm_config.cpp) ----
 //   TH     : 64-row halves of the routed-row tile, 1 or 2 (accumulators: 32 * TH per thread)
 //   STAGES : cp.async ring depth (>= 3; prefetch distance STAGES - 2)
 //   BN = 128 weight rows, BK = 64: two warpgroups of m64, the 128-byte swizzle.
@@ -67,8 +68,12 @@ __device__ __forceinline__ u32 e2m1_byte_to_bf16x2(u32 x, u32 sel, u32 f1) {
   return mul_bf16x2((t * 0x1040u) & 0x81C081C0u, f1);
 }
 
-template <int TH, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
+template <Mxfp4WgmmaWaKernel C>
 __global__ void __launch_bounds__(256, 2) grouped_gemm_mxfp4_wgmma_wa_kernel(const GroupedGemmParams p) {
+  constexpr int TH = C.th, STAGES = C.stages;
+  constexpr bool K_TAIL = C.k_tail;
+  constexpr int ACT = C.epilogue.act, BIAS = C.epilogue.bias;
+  constexpr bool GATHER = C.epilogue.gather, ROUTER_WEIGHT = C.epilogue.router_weight, OUT_F32 = C.epilogue.out_f32;
   constexpr int THREADS = 256, BM = 64 * TH, BN = 128, BK = 64;
   constexpr int X_BYTES = BM * 128, WQ_BYTES = BN * 32;
   static_assert(TH == 1 || TH == 2, "TH: 64 or 128 routed rows");

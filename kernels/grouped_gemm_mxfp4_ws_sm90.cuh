@@ -44,7 +44,8 @@
 // Bits: each output element is a fixed-order sum over k of m64nBMk16 steps of
 // its own weight row and routed row: padding rows cannot change a real row.
 //
-// ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp) ----
+// ---- Tunable parameters (Mxfp4WsKernel, kernels/grouped_gemm_configs.cuh: the
+// fields in lower case; chosen in src/ops/grouped_gemm_config.cpp) ----
 //   BM     : routed rows per m-tile, 32, 64, 128 or 192 (accumulators: BM / 2 per consumer thread;
 //            ptxas allocates every role within the launch bound's 168 registers, so 256 spills)
 //   CWG    : consumer warpgroups, 2 or 4 (four hide the dequantization's
@@ -102,10 +103,13 @@ struct WsLayout {
   static constexpr int kStageBytes = kXBytes + kWBytes + kSBytes;
 };
 
-template <int BM, int CWG, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL,
-          bool K_ORDER_IN, bool K_ORDER_OUT>
-__global__ void __launch_bounds__(WsRegs<CWG>::kThreads, 1) grouped_gemm_mxfp4_ws_kernel(const GroupedGemmParams p,
-                                                                                        const __grid_constant__ TensorMap w_map) {
+template <Mxfp4WsKernel C>
+__global__ void __launch_bounds__(WsRegs<C.cwg>::kThreads, 1) grouped_gemm_mxfp4_ws_kernel(const GroupedGemmParams p,
+                                                                                          const __grid_constant__ TensorMap w_map) {
+  constexpr int BM = C.bm, CWG = C.cwg, STAGES = C.stages;
+  constexpr bool K_TAIL = C.k_tail, K_ORDER_IN = C.k_order_in, K_ORDER_OUT = C.k_order_out;
+  constexpr int ACT = C.epilogue.act, BIAS = C.epilogue.bias;
+  constexpr bool GATHER = C.epilogue.gather, ROUTER_WEIGHT = C.epilogue.router_weight, OUT_F32 = C.epilogue.out_f32;
   using L = WsLayout<BM, CWG>;
   using R = WsRegs<CWG>;
   static_assert(CWG == 2 || CWG == 4, "two or four consumer warpgroups");

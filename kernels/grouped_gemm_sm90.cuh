@@ -7,8 +7,9 @@
 // Weights: bf16 [E, N, K], or MXFP4: e2m1 data [E, N, K/2] (even element in the
 // low nibble) + E8M0 scales [E, N, K/32], dequantized to bf16 in registers.
 //
-// ---- Tunable parameters (template arguments; the host heuristic in
-// src/ops/grouped_gemm_config.cpp chooses them from the specialization key) ----
+// ---- Tunable parameters (MmaGemmKernel, kernels/grouped_gemm_configs.cuh: the
+// fields in lower case; the host heuristic in src/ops/grouped_gemm_config.cpp
+// chooses them from the specialization key) ----
 //   WARPS_M, WARPS_N : warp grid of the CTA (THREADS = 32 * WARPS_M * WARPS_N)
 //   MI, NI           : m16 tiles and n8 tiles per warp
 //                      BM = 16 * MI * WARPS_M rows, BN = 8 * NI * WARPS_N columns
@@ -58,10 +59,14 @@ struct GroupedGemmTraits {
       (QUANT == kQuantMxfp4 && MI * WARPS_M == 3 && kThreads == 128) ? 3 : 1;
 };
 
-template <int WARPS_M, int WARPS_N, int MI, int NI, int STAGES, int QUANT, int ACT,
-          int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32, bool K_TAIL>
-__global__ void __launch_bounds__(32 * WARPS_M * WARPS_N, GroupedGemmTraits<WARPS_M, WARPS_N, MI, NI, STAGES, QUANT>::kMinBlocks)
+template <MmaGemmKernel C>
+__global__ void __launch_bounds__(32 * C.warps_m * C.warps_n,
+                                  GroupedGemmTraits<C.warps_m, C.warps_n, C.mi, C.ni, C.stages, C.quant>::kMinBlocks)
 grouped_gemm_kernel(const GroupedGemmParams p) {
+  constexpr int WARPS_M = C.warps_m, WARPS_N = C.warps_n, MI = C.mi, NI = C.ni, STAGES = C.stages, QUANT = C.quant;
+  constexpr bool K_TAIL = C.k_tail;
+  constexpr int ACT = C.epilogue.act, BIAS = C.epilogue.bias;
+  constexpr bool GATHER = C.epilogue.gather, ROUTER_WEIGHT = C.epilogue.router_weight, OUT_F32 = C.epilogue.out_f32;
   using Tr = GroupedGemmTraits<WARPS_M, WARPS_N, MI, NI, STAGES, QUANT>;
   constexpr int THREADS = Tr::kThreads, BM = Tr::kBM, BN = Tr::kBN, BK = Tr::kBK;
   static_assert((BM * 8) % THREADS == 0, "A loader: BM*8 must be a multiple of THREADS");

@@ -100,7 +100,8 @@
 // Bits: each output element is a fixed-order sum over k of wgmma steps of its
 // own routed row and weight row: padding rows cannot change a real row.
 //
-// ---- Tunable parameters (template arguments; src/ops/grouped_gemm_config.cpp,
+// ---- Tunable parameters (TmaWsKernel, kernels/grouped_gemm_configs.cuh: the fields
+// in lower case; chosen in src/ops/grouped_gemm_config.cpp and
 // src/ops/fp8_gemm_config.cpp) ----
 //   BN     : weight rows per work item, 128 or 256 (accumulators: BN / 2 per consumer thread,
 //            twice that for e4m3); e4m3 takes 128
@@ -284,9 +285,12 @@ struct TmaWsMxLoop {
   }
 };
 
-template <int ELEM, int SCALE, int BN, int STAGES, int ACT, int BIAS, bool GATHER, bool ROUTER_WEIGHT, bool OUT_F32,
-          bool K_TAIL, int PROMOTE_SLICES = 1>
+template <TmaWsKernel C>
 __global__ void __launch_bounds__(384, 1) grouped_gemm_tma_ws_kernel(const GroupedGemmParams p, const __grid_constant__ TensorMap w_map) {
+  constexpr int ELEM = C.elem, SCALE = C.scale, BN = C.bn, STAGES = C.stages, PROMOTE_SLICES = C.promote_slices;
+  constexpr bool K_TAIL = C.k_tail;
+  constexpr int ACT = C.epilogue.act, BIAS = C.epilogue.bias;
+  constexpr bool GATHER = C.epilogue.gather, ROUTER_WEIGHT = C.epilogue.router_weight, OUT_F32 = C.epilogue.out_f32;
   constexpr bool MX = SCALE == kTmaWsScaleBlock;
   constexpr bool PROMOTE = ELEM == kTmaWsE4m3 && !MX;  // FP8 per token: partial sums promoted on the CUDA cores
   using L = TmaWsLayout<BN, MX>;

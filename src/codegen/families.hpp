@@ -1,14 +1,34 @@
 #pragma once
 // One generator per kernel family (key -> NVRTC translation unit). generate()
 // in generate.cpp dispatches on SpecKey::op.
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "codegen/kernel_source.hpp"
+#include "ops/fp8_gemm_config.hpp"
+#include "ops/grouped_gemm_config.hpp"
 
 namespace moejit::codegen {
 
-KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning);  // op = gate_up, down (src/ops)
+// op = gate_up, down with quant = bf16 / w4a16_mxfp4 (src/ops/kernel_codegen.cpp):
+// the heuristic's configuration (ops::choose_config under `tuning`), or a given
+// one (which must be choose_config's for some tuning: the kernels' contracts
+// are checked there).
+KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning);
+KernelSource generate_grouped_gemm(const SpecKey& key, const ops::GemmConfig& config);
+// A grouped GEMM translation unit: the device prelude (common.cuh,
+// kernel_params.cuh), the kernels' template arguments
+// (grouped_gemm_configs.cuh), then `files` in order; and its NVRTC options
+// (C++20: the configuration is a class-type template parameter).
+std::string gemm_unit(std::initializer_list<std::string_view> files);
+std::vector<std::string> gemm_options();
 // op = gate_up, down with quant = mxfp8 / fp8_per_token (src/ops/fp8_grouped_gemm.cpp,
-// kernels/grouped_gemm_fp8_sm90.cuh).
+// kernels/grouped_gemm_fp8_*.cuh, grouped_gemm_tma_ws_sm90.cuh): the heuristic's
+// configuration (ops::choose_fp8_config) or a given one, as above.
 KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const GemmTuning& tuning);
+KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const ops::Fp8GemmConfig& config);
 KernelSource generate_route(const SpecKey& key);         // op = route (src/ops)
 KernelSource generate_combine(const SpecKey& key);       // op = combine (src/ops)
 KernelSource generate_wgrad(const SpecKey& key);         // op = wgrad (src/ops/wgrad.cpp)

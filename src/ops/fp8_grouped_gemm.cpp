@@ -11,6 +11,7 @@
 #include "ops/device_ptr.hpp"
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "ops/grouped_gemm_configs.hpp"
 #include "ops/kernel_params.hpp"
 #include "ops/tensor_map.hpp"
 
@@ -18,8 +19,6 @@ namespace moejit {
 namespace {
 using ops::dptr;
 
-int act_code(Activation a) { return a == Activation::silu_gated ? 1 : a == Activation::swiglu_oai ? 2 : 0; }
-int bias_code(BiasKind b) { return b == BiasKind::f32 ? 1 : b == BiasKind::bf16 ? 2 : 0; }
 int wscale_code(WeightScale w) {
   return w == WeightScale::per_channel ? 1 : w == WeightScale::e8m0_block32 ? 2 : 0;  // f8::kWs*
 }
@@ -52,49 +51,37 @@ void fill_common(Params& p, const SpecKey& key, const ops::Fp8GemmArgs& a) {
 
 namespace codegen {
 KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const GemmTuning& tuning) {
-  const ops::Fp8GemmConfig c = ops::choose_fp8_config(key, tuning);
-  const bool gate_up = key.op == OpKind::gate_up;
+  return generate_grouped_gemm_fp8(key, ops::choose_fp8_config(key, tuning));
+}
+
+KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const ops::Fp8GemmConfig& c) {
+  const GemmEpilogue e = ops::gemm_epilogue(key);
   KernelSource ks;
-  ks.source = "// moejit generated translation unit\n";
-  ks.source += kernel_file("common.cuh");
-  ks.source += "\n";
-  ks.source += kernel_file("kernel_params.cuh");
-  auto b = [](bool v) { return v ? "true" : "false"; };
   if (c.decode) {
-    for (const char* f :
-         {"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "decode_routing.cuh", "grouped_gemm_fp8_decode_sm90.cuh"}) {
-      ks.source += "\n";
-      ks.source += kernel_file(f);
-    }
-    ks.name_expression = "moejit::grouped_gemm_fp8_decode_kernel<" + std::to_string(c.wn) + ", " +
-                         std::to_string(c.kw) + ", " + std::to_string(c.depth) + ", " + std::to_string(c.ctas) +
-                         ", " + (key.weight_scale == WeightScale::per_channel ? "1" : "0") + ", " +
-                         std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
-                         b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ">";
+    ks.source = gemm_unit(
+        {"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "decode_routing.cuh", "grouped_gemm_fp8_decode_sm90.cuh"});
+    ks.name_expression = ops::instantiation(
+        "moejit::grouped_gemm_fp8_decode_kernel",
+        Fp8DecodeKernel{.wn = c.wn, .kw = c.kw, .depth = c.depth, .ctas = c.ctas,
+                        .wscale = key.weight_scale == WeightScale::per_channel ? 1 : 0, .epilogue = e});
   } else if (c.ws) {
-    // The TMA warp-specialized mainloop with e4m3 operands; SCALE 1 per
+    // The TMA warp-specialized mainloop with e4m3 operands; scale 1 per
     // expert, 2 per channel, 3 MXFP8 block scales (kTmaWsScale*).
-    for (const char* f : {"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"}) {
-      ks.source += "\n";
-      ks.source += kernel_file(f);
-    }
+    ks.source = gemm_unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"});
     const int scale = key.quant == QuantMode::mxfp8 ? 3 : key.weight_scale == WeightScale::per_channel ? 2 : 1;
-    ks.name_expression = "moejit::grouped_gemm_tma_ws_kernel<1, " + std::to_string(scale) + ", " +
-                         std::to_string(c.bn()) + ", " + std::to_string(c.stages) + ", " +
-                         std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
-                         b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ", " +
-                         b(c.k_tail) + ", " + std::to_string(c.promote_slices) + ">";
+    ks.name_expression = ops::instantiation(
+        "moejit::grouped_gemm_tma_ws_kernel",
+        TmaWsKernel{.elem = 1, .scale = scale, .bn = c.bn(), .stages = c.stages, .promote_slices = c.promote_slices,
+                    .k_tail = c.k_tail, .epilogue = e});
   } else {
-    ks.source += "\n";
-    ks.source += kernel_file("grouped_gemm_fp8_sm90.cuh");
-    ks.name_expression = "moejit::f8::grouped_gemm_fp8_kernel<" + std::to_string(c.warps_m) + ", " +
-                         std::to_string(c.warps_n) + ", " + std::to_string(c.mi) + ", " + std::to_string(c.ni) +
-                         ", " + std::to_string(c.stages) + ", " + (key.quant == QuantMode::mxfp8 ? "1" : "0") +
-                         ", " + std::to_string(wscale_code(key.weight_scale)) + ", " +
-                         std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
-                         b(gate_up) + ", " + b(key.router_weight) + ", " + b(key.out_dtype == DType::f32) + ", " +
-                         b(c.k_tail) + ">";
+    ks.source = gemm_unit({"grouped_gemm_fp8_sm90.cuh"});
+    ks.name_expression = ops::instantiation(
+        "moejit::f8::grouped_gemm_fp8_kernel",
+        Fp8MmaKernel{.warps_m = c.warps_m, .warps_n = c.warps_n, .mi = c.mi, .ni = c.ni, .stages = c.stages,
+                     .quant = key.quant == QuantMode::mxfp8 ? 1 : 0, .wscale = wscale_code(key.weight_scale),
+                     .k_tail = c.k_tail, .epilogue = e});
   }
+  ks.options = gemm_options();
   ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
   ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant);
   ks.config_text = c.to_string();

@@ -1,13 +1,17 @@
 // Generators of the MoE kernel families: key -> NVRTC translation unit.
-// The unit is the embedded device prelude plus the family's file; the template
-// arguments travel in the name expression, so one source text serves every
-// configuration and the content address differs only where the kernel does.
+// The unit is the embedded device prelude plus the family's files; the template
+// arguments travel in the name expression (for the grouped GEMMs one config
+// struct, every field by name: kernels/grouped_gemm_configs.cuh), so one source
+// text serves every configuration and the content address differs only where
+// the kernel does.
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "codegen/families.hpp"
 #include "moejit/error.hpp"
 #include "ops/grouped_gemm_config.hpp"
+#include "ops/grouped_gemm_configs.hpp"
 #include "ops/launch_contracts.hpp"
 
 namespace moejit::codegen {
@@ -28,76 +32,71 @@ std::string unit(std::initializer_list<std::string_view> files) {
 }
 std::string unit(std::string_view family_file) { return unit({family_file}); }
 
-int act_code(Activation a) {
-  switch (a) {
-    case Activation::none: return 0;
-    case Activation::silu_gated: return 1;
-    case Activation::swiglu_oai: return 2;
-  }
-  return 0;
-}
-
-int bias_code(BiasKind b) {
-  switch (b) {
-    case BiasKind::none: return 0;
-    case BiasKind::f32: return 1;
-    case BiasKind::bf16: return 2;
-  }
-  return 0;
-}
-
 }  // namespace
 
+std::string gemm_unit(std::initializer_list<std::string_view> files) {
+  std::string s = unit({"grouped_gemm_configs.cuh"});
+  for (std::string_view f : files) {
+    s += "\n";
+    s += kernel_file(f);
+  }
+  return s;
+}
+
+std::vector<std::string> gemm_options() { return {"-std=c++20"}; }
+
 KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning) {
-  const ops::GemmConfig c = ops::choose_config(key, tuning);
-  const bool gate_up = key.op == OpKind::gate_up;
-  const std::string epilogue = std::to_string(act_code(key.act)) + ", " + std::to_string(bias_code(key.bias)) + ", " +
-                               (gate_up ? "true" : "false") + ", " + (key.router_weight ? "true" : "false") + ", " +
-                               (key.out_dtype == DType::f32 ? "true" : "false");
+  return generate_grouped_gemm(key, ops::choose_config(key, tuning));
+}
+
+KernelSource generate_grouped_gemm(const SpecKey& key, const ops::GemmConfig& c) {
+  const GemmEpilogue e = ops::gemm_epilogue(key);
   KernelSource ks;
   switch (c.kernel) {
     case ops::GemmKernel::mxfp4_decode:
-      ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "decode_routing.cuh",
-                        "grouped_gemm_mxfp4_decode_sm90.cuh"});
-      ks.name_expression = "moejit::grouped_gemm_mxfp4_decode_kernel<" + std::to_string(c.wn) + ", " +
-                           std::to_string(c.kw) + ", " + std::to_string(c.mw) + ", " + std::to_string(c.nt) + ", " +
-                           std::to_string(c.depth) + ", " + std::to_string(c.ctas) + ", " + std::to_string(c.xs) + ", " + (c.fr ? "true" : "false") + ", " +
-                           epilogue + ">";
+      ks.source = gemm_unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "decode_routing.cuh", "grouped_gemm_mxfp4_decode_sm90.cuh"});
+      ks.name_expression = ops::instantiation("moejit::grouped_gemm_mxfp4_decode_kernel",
+                                              Mxfp4DecodeKernel{.wn = c.wn, .kw = c.kw, .mw = c.mw, .nt = c.nt,
+                                                                .depth = c.depth, .ctas = c.ctas, .xs = c.xs,
+                                                                .fr = c.fr, .epilogue = e});
       break;
     case ops::GemmKernel::mxfp4_ws:
-      ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "wgmma_sm90.cuh",
-                        "grouped_gemm_mxfp4_ws_sm90.cuh"});
-      ks.name_expression = "moejit::grouped_gemm_mxfp4_ws_kernel<" + std::to_string(c.tm) + ", " + std::to_string(c.cwg) + ", " +
-                           std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ", " +
-                           (c.k_order_in ? "true" : "false") + ", " + (c.k_order_out ? "true" : "false") + ">";
+      ks.source = gemm_unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "wgmma_sm90.cuh", "grouped_gemm_mxfp4_ws_sm90.cuh"});
+      ks.name_expression = ops::instantiation(
+          "moejit::grouped_gemm_mxfp4_ws_kernel",
+          Mxfp4WsKernel{.bm = c.tm, .cwg = c.cwg, .stages = c.stages, .k_tail = c.k_tail,
+                        .k_order_in = c.k_order_in, .k_order_out = c.k_order_out, .epilogue = e});
       break;
     case ops::GemmKernel::bf16_ws:
-      ks.source = unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"});
-      ks.name_expression = "moejit::grouped_gemm_tma_ws_kernel<0, 0, " + std::to_string(c.bn()) + ", " +
-                           std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
+      ks.source = gemm_unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"});
+      ks.name_expression = ops::instantiation(
+          "moejit::grouped_gemm_tma_ws_kernel",
+          TmaWsKernel{.elem = 0, .scale = 0, .bn = c.bn(), .stages = c.stages, .promote_slices = 1,
+                      .k_tail = c.k_tail, .epilogue = e});
       break;
     case ops::GemmKernel::mxfp4_wgmma:
       if (c.wa) {
-        ks.source = unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh",
-                          "grouped_gemm_mxfp4_wgmma_wa_sm90.cuh"});
-        ks.name_expression = "moejit::grouped_gemm_mxfp4_wgmma_wa_kernel<" + std::to_string(c.wg) + ", " +
-                             std::to_string(c.stages) + ", " + epilogue + ", " + (c.k_tail ? "true" : "false") + ">";
+        ks.source = gemm_unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh",
+                               "grouped_gemm_mxfp4_wgmma_wa_sm90.cuh"});
+        ks.name_expression = ops::instantiation(
+            "moejit::grouped_gemm_mxfp4_wgmma_wa_kernel",
+            Mxfp4WgmmaWaKernel{.th = c.wg, .stages = c.stages, .k_tail = c.k_tail, .epilogue = e});
         break;
       }
-      ks.source = unit({"grouped_gemm_params.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh"});
-      ks.name_expression = "moejit::grouped_gemm_mxfp4_wgmma_kernel<" + std::to_string(c.wg) + ", " +
-                           std::to_string(c.stages) + ", " + (c.depth == 2 ? "true" : "false") + ", " + epilogue +
-                           ", " + (c.k_tail ? "true" : "false") + ">";
+      ks.source = gemm_unit({"grouped_gemm_params.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh"});
+      ks.name_expression = ops::instantiation(
+          "moejit::grouped_gemm_mxfp4_wgmma_kernel",
+          Mxfp4WgmmaKernel{.wg = c.wg, .stages = c.stages, .overlap = c.depth == 2, .k_tail = c.k_tail, .epilogue = e});
       break;
     case ops::GemmKernel::x_operand_a:
-      ks.source = unit({"grouped_gemm_params.cuh", "grouped_gemm_sm90.cuh"});
-      ks.name_expression = "moejit::grouped_gemm_kernel<" + std::to_string(c.warps_m) + ", " +
-                           std::to_string(c.warps_n) + ", " + std::to_string(c.mi) + ", " + std::to_string(c.ni) +
-                           ", " + std::to_string(c.stages) + ", " +
-                           (key.quant == QuantMode::w4a16_mxfp4 ? "1" : "0") + ", " + epilogue + ", " +
-                           (c.k_tail ? "true" : "false") + ">";
+      ks.source = gemm_unit({"grouped_gemm_params.cuh", "grouped_gemm_sm90.cuh"});
+      ks.name_expression = ops::instantiation(
+          "moejit::grouped_gemm_kernel",
+          MmaGemmKernel{.warps_m = c.warps_m, .warps_n = c.warps_n, .mi = c.mi, .ni = c.ni, .stages = c.stages,
+                        .quant = key.quant == QuantMode::w4a16_mxfp4 ? 1 : 0, .k_tail = c.k_tail, .epilogue = e});
       break;
   }
+  ks.options = gemm_options();
   ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
   ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant, key.k);
   ks.config_text = c.to_string();

@@ -1,0 +1,82 @@
+// The template argument of every grouped GEMM kernel: one struct per kernel,
+// passed as a C++20 class-type template parameter and named field by field in
+// the instantiation the host generates (designated initializers), e.g.
+//   moejit::grouped_gemm_mxfp4_ws_kernel<moejit::Mxfp4WsKernel{.bm = 192, .cwg = 2, ...}>
+// One definition, compiled by NVRTC into every grouped GEMM translation unit
+// (after kernel_params.cuh) and by the host (src/ops/grouped_gemm_configs.hpp,
+// which prints them), so host and kernel cannot disagree on a field: NVRTC
+// rejects an unknown field name and fields out of declaration order, and the
+// host build fails when a struct gains a field its printer does not name.
+// The fields are documented where the kernels read them (the "Tunable
+// parameters" block of each kernel file); the codes are the kernels' enums
+// (grouped_gemm_params.cuh: kAct*, kBias*; grouped_gemm_tma_ws_sm90.cuh:
+// kTmaWs*; grouped_gemm_fp8_sm90.cuh: f8::kWs*).
+// Plain C++ only: built-in types, no includes, nothing device-specific.
+
+namespace moejit {
+
+// The rows a grouped GEMM reads and what its epilogue does with its outputs.
+struct GemmEpilogue {
+  int act;             // kActNone 0, kActSiluGated 1, kActSwigluOai 2 (gated activations: gate_up)
+  int bias;            // kBiasNone 0, kBiasF32 1, kBiasBf16 2
+  bool gather;         // A rows gathered by token (gate_up: sorted_route / top_k), else routed rows
+  bool router_weight;  // outputs times their route's router weight (down)
+  bool out_f32;        // f32 output (split-K partials, or a caller's f32 Y), else bf16
+};
+
+// grouped_gemm_mxfp4_decode_sm90.cuh
+struct Mxfp4DecodeKernel {
+  int wn, kw, mw, nt, depth, ctas, xs;
+  bool fr;
+  GemmEpilogue epilogue;
+};
+
+// grouped_gemm_mxfp4_ws_sm90.cuh
+struct Mxfp4WsKernel {
+  int bm, cwg, stages;
+  bool k_tail, k_order_in, k_order_out;
+  GemmEpilogue epilogue;
+};
+
+// grouped_gemm_mxfp4_wgmma_sm90.cuh (the dequantized shared-memory tile)
+struct Mxfp4WgmmaKernel {
+  int wg, stages;
+  bool overlap, k_tail;
+  GemmEpilogue epilogue;
+};
+
+// grouped_gemm_mxfp4_wgmma_wa_sm90.cuh (weights as A); th: 64-row token halves (warpgroups' tiles)
+struct Mxfp4WgmmaWaKernel {
+  int th, stages;
+  bool k_tail;
+  GemmEpilogue epilogue;
+};
+
+// grouped_gemm_sm90.cuh (mma.sync, activations as A); quant: 0 bf16 weights, 1 MXFP4
+struct MmaGemmKernel {
+  int warps_m, warps_n, mi, ni, stages, quant;
+  bool k_tail;
+  GemmEpilogue epilogue;
+};
+
+// grouped_gemm_tma_ws_sm90.cuh; elem: kTmaWsBf16 / kTmaWsE4m3, scale: kTmaWsScale*
+struct TmaWsKernel {
+  int elem, scale, bn, stages, promote_slices;
+  bool k_tail;
+  GemmEpilogue epilogue;
+};
+
+// grouped_gemm_fp8_decode_sm90.cuh; wscale: 0 per expert, 1 per channel
+struct Fp8DecodeKernel {
+  int wn, kw, depth, ctas, wscale;
+  GemmEpilogue epilogue;
+};
+
+// grouped_gemm_fp8_sm90.cuh (mma.sync); quant: 0 FP8 per token, 1 MXFP8; wscale: f8::kWs*
+struct Fp8MmaKernel {
+  int warps_m, warps_n, mi, ni, stages, quant, wscale;
+  bool k_tail;
+  GemmEpilogue epilogue;
+};
+
+}  // namespace moejit
