@@ -35,7 +35,7 @@
 // memory): the bits do not depend on KW. Rows never mix, so padding rows
 // cannot change a real row's bits.
 //
-// ---- Tunable parameters (Fp8DecodeKernel, kernels/grouped_gemm_configs.cuh: the
+// ---- Tunable parameters (Fp8DecodeKernel, kernels/kernel_configs.cuh: the
 // fields in lower case; chosen in src/ops/fp8_gemm_config.cpp) ----
 //   WN    : warps along N, 16 weight rows each (BN = 16 * WN)
 //   KW    : warps along K (1, 2 or 4; the host takes 2 or 4 only when K has at

@@ -19,7 +19,7 @@
 // (promotion every 32 K), so K = 7168 loses nothing to the tensor core's
 // internal accumulation width.
 //
-// ---- Tunable parameters (Fp8MmaKernel, kernels/grouped_gemm_configs.cuh: the
+// ---- Tunable parameters (Fp8MmaKernel, kernels/kernel_configs.cuh: the
 // fields in lower case; the host heuristic in src/ops/fp8_gemm_config.cpp
 // chooses them from the specialization key) ----
 //   WARPS_M, WARPS_N : warp grid of the CTA (THREADS = 32 * WARPS_M * WARPS_N)

@@ -16,7 +16,7 @@
 // shared memory in warp order, so results are deterministic and every key
 // always runs the same reduction.
 //
-// ---- Tunable parameters (Mxfp4DecodeKernel, kernels/grouped_gemm_configs.cuh: the
+// ---- Tunable parameters (Mxfp4DecodeKernel, kernels/kernel_configs.cuh: the
 // fields in lower case; chosen in src/ops/grouped_gemm_config.cpp) ----
 //   WN     : warps along N; each owns MW groups of 16 weight rows (BN = 16 * MW * WN)
 //   KW     : warps along K (dividing KSEG = min(4, S), S = ceil(K / 256));

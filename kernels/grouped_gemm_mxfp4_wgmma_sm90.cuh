@@ -23,7 +23,7 @@
 // Every output element is a fixed-order sum over its own row: padding rows
 // cannot change a real row's bits.
 //
-// ---- Tunable parameters (Mxfp4WgmmaKernel, kernels/grouped_gemm_configs.cuh: the
+// ---- Tunable parameters (Mxfp4WgmmaKernel, kernels/kernel_configs.cuh: the
 // fields in lower case; chosen in src/ops/grouped_gemm_config.cpp) ----
 //   WG     : warpgroups, 1..3 (BM = 64 * WG routed rows; 128 * WG threads)
 //   STAGES : cp.async ring depth (>= 3)

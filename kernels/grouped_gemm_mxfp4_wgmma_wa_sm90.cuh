@@ -28,7 +28,7 @@
 // same instruction per 64 rows, so the tail tiles (TH = 1) give the same bits
 // as the main tiles (TH = 2), and padding rows cannot change a real row's bits.
 //
-// ---- Tunable parameters (Mxfp4WgmmaWaKernel, kernels/grouped_gemm_configs.cuh: the
+// ---- Tunable parameters (Mxfp4WgmmaWaKernel, kernels/kernel_configs.cuh: the
 // fields in lower case; chosen in src/ops/grouped_gemm_config.cpp) ----
 //   TH     : 64-row halves of the routed-row tile, 1 or 2 (accumulators: 32 * TH per thread)
 //   STAGES : cp.async ring depth (>= 3; prefetch distance STAGES - 2)

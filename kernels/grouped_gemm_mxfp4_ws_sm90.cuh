@@ -44,7 +44,7 @@
 // Bits: each output element is a fixed-order sum over k of m64nBMk16 steps of
 // its own weight row and routed row: padding rows cannot change a real row.
 //
-// ---- Tunable parameters (Mxfp4WsKernel, kernels/grouped_gemm_configs.cuh: the
+// ---- Tunable parameters (Mxfp4WsKernel, kernels/kernel_configs.cuh: the
 // fields in lower case; chosen in src/ops/grouped_gemm_config.cpp) ----
 //   BM     : routed rows per m-tile, 32, 64, 128 or 192 (accumulators: BM / 2 per consumer thread;
 //            ptxas allocates every role within the launch bound's 168 registers, so 256 spills)

@@ -7,7 +7,7 @@
 // Weights: bf16 [E, N, K], or MXFP4: e2m1 data [E, N, K/2] (even element in the
 // low nibble) + E8M0 scales [E, N, K/32], dequantized to bf16 in registers.
 //
-// ---- Tunable parameters (MmaGemmKernel, kernels/grouped_gemm_configs.cuh: the
+// ---- Tunable parameters (MmaGemmKernel, kernels/kernel_configs.cuh: the
 // fields in lower case; the host heuristic in src/ops/grouped_gemm_config.cpp
 // chooses them from the specialization key) ----
 //   WARPS_M, WARPS_N : warp grid of the CTA (THREADS = 32 * WARPS_M * WARPS_N)

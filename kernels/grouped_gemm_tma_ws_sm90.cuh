@@ -100,7 +100,7 @@
 // Bits: each output element is a fixed-order sum over k of wgmma steps of its
 // own routed row and weight row: padding rows cannot change a real row.
 //
-// ---- Tunable parameters (TmaWsKernel, kernels/grouped_gemm_configs.cuh: the fields
+// ---- Tunable parameters (TmaWsKernel, kernels/kernel_configs.cuh: the fields
 // in lower case; chosen in src/ops/grouped_gemm_config.cpp and
 // src/ops/fp8_gemm_config.cpp) ----
 //   BN     : weight rows per work item, 128 or 256 (accumulators: BN / 2 per consumer thread,

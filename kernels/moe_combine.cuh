@@ -2,7 +2,8 @@
 // Y[z][route_row[t * top_k + j]], summed in fp32 in (j, z) order (no atomics: bit-reproducible), written as bf16.
 // Router weights were already applied by the down projection's epilogue.
 //
-// ---- Tunable parameters -------------------------------------------------------
+// ---- Tunable parameters (CombineKernel, kernels/kernel_configs.cuh: the fields
+// in lower case; src/ops/launch_contracts.hpp) ----
 //   THREADS   : CTA size. The grid is flat over units u = t * (hidden / COLS) + chunk,
 //               one (token, COLS-column chunk) per thread, so a CTA may span two
 //               tokens and only the grid's last CTA has idle threads. Why flat:
@@ -73,8 +74,10 @@ __device__ __forceinline__ void add_y(float (&s)[COLS], const CombineYVec<COLS, 
   }
 }
 
-template <int THREADS, int COLS, int IN_FLIGHT, bool Y_BF16>
-__global__ void __launch_bounds__(THREADS) moe_combine_kernel(const CombineParams p) {
+template <CombineKernel C>
+__global__ void __launch_bounds__(C.threads) moe_combine_kernel(const CombineParams p) {
+  constexpr int THREADS = C.threads, COLS = C.cols, IN_FLIGHT = C.in_flight;
+  constexpr bool Y_BF16 = C.y_bf16;
   static_assert(COLS == 4 || COLS == 8, "COLS: 4 or 8 columns per thread");
   static_assert(IN_FLIGHT >= 1, "IN_FLIGHT: at least one Y row per window");
   pdl_wait();  // Y comes from the down projection

@@ -3,9 +3,9 @@
 // launches where the routes do not fit the staging: "Phases" below), no host
 // synchronization, capturable in a CUDA graph.
 //
-// ---- Tunable parameters -------------------------------------------------------
-//   THREADS : CTA size (template argument: 256 up to 1024 routes, else 1024;
-//             ops::route_threads).
+// ---- Tunable parameters (RouteKernel, kernels/kernel_configs.cuh: the fields in
+// lower case; src/ops/launch_contracts.hpp) ----
+//   THREADS : CTA size (256 up to 1024 routes, else 1024; ops::route_threads).
 //   STAGED  : routes staged in shared memory: topk_ids are read from global memory
 //             once, and the expert-sorted order is built in shared memory and
 //             written out with coalesced stores. Why: one SM scattering one 4-byte
@@ -94,8 +94,10 @@ __device__ __forceinline__ int warp0_exclusive_scan(const int* v, int* out, int 
   return carry;
 }
 
-template <int THREADS, bool STAGED>
-__global__ void __launch_bounds__(THREADS) moe_route_kernel(const RouteParams p) {
+template <RouteKernel C>
+__global__ void __launch_bounds__(C.threads) moe_route_kernel(const RouteParams p) {
+  constexpr int THREADS = C.threads;
+  constexpr bool STAGED = C.staged;
   extern __shared__ int sh[];
   const int E = p.num_experts;
   int* count = sh;

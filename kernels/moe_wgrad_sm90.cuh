@@ -59,7 +59,8 @@
 // independent of other experts' rows. An expert with no rows gets dW (and
 // db) written as exact zeros. 64-bit offsets.
 //
-// ---- Tunable parameters (template arguments; src/ops/wgrad.cpp) -------------
+// ---- Tunable parameters (WgradKernel, kernels/kernel_configs.cuh: the fields in
+// lower case; chosen in src/ops/wgrad.cpp) ----
 //   BN      : output channels per item, 192 or 256 (accumulators: BN / 2 per consumer thread)
 //   STAGES  : ring depth (>= 2)
 //   CLUSTER : CTAs per cluster sharing the grad tiles, 1 or 2 (the launch's cluster size)
@@ -121,10 +122,12 @@ __device__ __forceinline__ WgradItem wgrad_item(const WgradParams& p, int unit, 
   return w;
 }
 
-template <int BN, int STAGES, int CLUSTER, bool OUT_BF16>
+template <WgradKernel C>
 __global__ void __launch_bounds__(kWgThreads, 1)
     moe_wgrad_kernel(const WgradParams p, const __grid_constant__ TensorMap grad_map,
                      const __grid_constant__ TensorMap dw_map) {
+  constexpr int BN = C.bn, STAGES = C.stages, CLUSTER = C.cluster;
+  constexpr bool OUT_BF16 = C.out_bf16;
   static_assert(BN == 192 || BN == 256, "BN: 192 or 256 output channels");
   static_assert(STAGES >= 2, "a ring of at least two stages");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 CTAs");

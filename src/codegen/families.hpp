@@ -19,11 +19,13 @@ namespace moejit::codegen {
 KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning);
 KernelSource generate_grouped_gemm(const SpecKey& key, const ops::GemmConfig& config);
 // A grouped GEMM translation unit: the device prelude (common.cuh,
-// kernel_params.cuh), the kernels' template arguments
-// (grouped_gemm_configs.cuh), then `files` in order; and its NVRTC options
-// (C++20: the configuration is a class-type template parameter).
+// kernel_params.cuh), the kernels' template arguments (kernel_configs.cuh),
+// then `files` in order.
 std::string gemm_unit(std::initializer_list<std::string_view> files);
-std::vector<std::string> gemm_options();
+// The NVRTC options of a unit whose kernel takes a config struct of
+// kernel_configs.cuh (the grouped GEMMs, routing, combine, the warp-specialized
+// weight gradient): C++20, for the class-type template parameter.
+std::vector<std::string> kernel_config_options();
 // op = gate_up, down with quant = mxfp8 / fp8_per_token (src/ops/fp8_grouped_gemm.cpp,
 // kernels/grouped_gemm_fp8_*.cuh, grouped_gemm_tma_ws_sm90.cuh): the heuristic's
 // configuration (ops::choose_fp8_config) or a given one, as above.

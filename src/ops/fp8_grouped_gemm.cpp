@@ -11,7 +11,7 @@
 #include "ops/device_ptr.hpp"
 #include "ops/fp8_gemm_config.hpp"
 #include "ops/grouped_gemm_config.hpp"
-#include "ops/grouped_gemm_configs.hpp"
+#include "ops/kernel_configs.hpp"
 #include "ops/kernel_params.hpp"
 #include "ops/tensor_map.hpp"
 
@@ -81,7 +81,7 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const ops::Fp8GemmCon
                      .quant = key.quant == QuantMode::mxfp8 ? 1 : 0, .wscale = wscale_code(key.weight_scale),
                      .k_tail = c.k_tail, .epilogue = e});
   }
-  ks.options = gemm_options();
+  ks.options = kernel_config_options();
   ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
   ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant);
   ks.config_text = c.to_string();

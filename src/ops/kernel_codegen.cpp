@@ -1,7 +1,7 @@
 // Generators of the MoE kernel families: key -> NVRTC translation unit.
 // The unit is the embedded device prelude plus the family's files; the template
 // arguments travel in the name expression (for the grouped GEMMs one config
-// struct, every field by name: kernels/grouped_gemm_configs.cuh), so one source
+// struct, every field by name: kernels/kernel_configs.cuh), so one source
 // text serves every configuration and the content address differs only where
 // the kernel does.
 #include <initializer_list>
@@ -11,7 +11,7 @@
 #include "codegen/families.hpp"
 #include "moejit/error.hpp"
 #include "ops/grouped_gemm_config.hpp"
-#include "ops/grouped_gemm_configs.hpp"
+#include "ops/kernel_configs.hpp"
 #include "ops/launch_contracts.hpp"
 
 namespace moejit::codegen {
@@ -30,12 +30,11 @@ std::string unit(std::initializer_list<std::string_view> files) {
   }
   return s;
 }
-std::string unit(std::string_view family_file) { return unit({family_file}); }
 
 }  // namespace
 
 std::string gemm_unit(std::initializer_list<std::string_view> files) {
-  std::string s = unit({"grouped_gemm_configs.cuh"});
+  std::string s = unit({"kernel_configs.cuh"});
   for (std::string_view f : files) {
     s += "\n";
     s += kernel_file(f);
@@ -43,7 +42,7 @@ std::string gemm_unit(std::initializer_list<std::string_view> files) {
   return s;
 }
 
-std::vector<std::string> gemm_options() { return {"-std=c++20"}; }
+std::vector<std::string> kernel_config_options() { return {"-std=c++20"}; }
 
 KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning) {
   return generate_grouped_gemm(key, ops::choose_config(key, tuning));
@@ -96,7 +95,7 @@ KernelSource generate_grouped_gemm(const SpecKey& key, const ops::GemmConfig& c)
                         .quant = key.quant == QuantMode::w4a16_mxfp4 ? 1 : 0, .k_tail = c.k_tail, .epilogue = e});
       break;
   }
-  ks.options = gemm_options();
+  ks.options = kernel_config_options();
   ks.launch.block_threads = static_cast<std::uint32_t>(c.threads());
   ks.launch.dynamic_smem_bytes = c.smem_bytes(key.quant, key.k);
   ks.config_text = c.to_string();
@@ -111,9 +110,10 @@ KernelSource generate_route(const SpecKey& key) {
   const std::uint32_t threads = ops::route_threads(routes);
   const bool staged = ops::route_staged(key.experts, routes);
   KernelSource ks;
-  ks.source = unit("moe_routing.cuh");
-  ks.name_expression = "moejit::moe_route_kernel<" + std::to_string(threads) + ", " +
-                       (staged ? "true" : "false") + ">";
+  ks.source = unit({"kernel_configs.cuh", "moe_routing.cuh"});
+  ks.name_expression = ops::instantiation("moejit::moe_route_kernel",
+                                          RouteKernel{.threads = static_cast<int>(threads), .staged = staged});
+  ks.options = kernel_config_options();
   ks.launch.block_threads = threads;
   ks.launch.dynamic_smem_bytes = ops::route_smem_bytes(key.experts, routes);
   ks.config_text = "threads=" + std::to_string(threads) + " staged=" + (staged ? "1" : "0");
@@ -131,10 +131,12 @@ KernelSource generate_combine(const SpecKey& key) {
   const std::uint32_t cols = ops::combine_cols(key.n, y_bf16);  // MoeLayer::combine sizes the grid with the same
   const std::uint32_t in_flight = ops::combine_in_flight(key.top_k);
   KernelSource ks;
-  ks.source = unit("moe_combine.cuh");
-  ks.name_expression = "moejit::moe_combine_kernel<" + std::to_string(ops::kCombineThreads) + ", " +
-                       std::to_string(cols) + ", " + std::to_string(in_flight) + ", " +
-                       (y_bf16 ? "true" : "false") + ">";
+  ks.source = unit({"kernel_configs.cuh", "moe_combine.cuh"});
+  ks.name_expression = ops::instantiation(
+      "moejit::moe_combine_kernel", CombineKernel{.threads = static_cast<int>(ops::kCombineThreads),
+                                                  .cols = static_cast<int>(cols),
+                                                  .in_flight = static_cast<int>(in_flight), .y_bf16 = y_bf16});
+  ks.options = kernel_config_options();
   ks.launch.block_threads = ops::kCombineThreads;
   ks.launch.dynamic_smem_bytes = 0;
   ks.config_text = "threads=" + std::to_string(ops::kCombineThreads) + " cols=" + std::to_string(cols) +

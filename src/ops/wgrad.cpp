@@ -10,6 +10,7 @@
 #include "moejit/error.hpp"
 #include "moejit/moe_wgrad.hpp"
 #include "ops/device_ptr.hpp"
+#include "ops/kernel_configs.hpp"
 #include "ops/kernel_params.hpp"
 #include "ops/tensor_map.hpp"
 
@@ -86,7 +87,8 @@ KernelSource generate_wgrad(const SpecKey& key) {
   const WgradConfig c = choose_wgrad_config(key);
   KernelSource ks;
   ks.source = "// moejit generated translation unit\n";
-  const auto files = c.ws ? std::vector<const char*>{"common.cuh", "kernel_params.cuh", "wgmma_sm90.cuh", "moe_wgrad_sm90.cuh"}
+  const auto files = c.ws ? std::vector<const char*>{"common.cuh", "kernel_params.cuh", "kernel_configs.cuh", "wgmma_sm90.cuh",
+                                                     "moe_wgrad_sm90.cuh"}
                           : std::vector<const char*>{"common.cuh", "kernel_params.cuh", "moe_wgrad_mma_sm90.cuh"};
   for (const char* f : files) {
     ks.source += kernel_file(f);
@@ -94,8 +96,11 @@ KernelSource generate_wgrad(const SpecKey& key) {
   }
   const char* out_bf16 = key.out_dtype == DType::bf16 ? "true" : "false";
   if (c.ws) {
-    ks.name_expression = "moejit::wg::moe_wgrad_kernel<" + std::to_string(c.bn) + ", " + std::to_string(c.stages) + ", " +
-                         std::to_string(c.cluster) + ", " + out_bf16 + ">";
+    ks.name_expression = ops::instantiation(
+        "moejit::wg::moe_wgrad_kernel",
+        WgradKernel{.bn = static_cast<int>(c.bn), .stages = static_cast<int>(c.stages),
+                    .cluster = static_cast<int>(c.cluster), .out_bf16 = key.out_dtype == DType::bf16});
+    ks.options = kernel_config_options();
     ks.launch.block_threads = kThreads;
     ks.config_text = "wgrad ws bn=" + std::to_string(c.bn) + " bk=" + std::to_string(kBk) + " rows=" +
                      std::to_string(kStageRows) + " stages=" + std::to_string(c.stages) + " threads=" +

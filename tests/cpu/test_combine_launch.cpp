@@ -41,8 +41,8 @@ TEST_CASE("combine launch: codegen and grid agree, every unit covered, no empty 
         INFO(key.to_text() << " T=" << T << " " << ks.config_text);
         CHECK(ks.launch.block_threads == ops::kCombineThreads);
         CHECK(ks.config_text.find(" cols=" + std::to_string(cols) + " ") != std::string::npos);
-        CHECK(ks.name_expression.find("<" + std::to_string(ops::kCombineThreads) + ", " + std::to_string(cols) +
-                                      ", ") != std::string::npos);
+        CHECK(ks.name_expression.find("{.threads = " + std::to_string(ops::kCombineThreads) +
+                                      ", .cols = " + std::to_string(cols) + ",") != std::string::npos);
         const std::uint64_t units = T * (s.hidden / cols), ctas = ops::combine_ctas(T, s.hidden, cols);
         CHECK(ctas * ops::kCombineThreads >= units);
         CHECK((ctas - 1) * ops::kCombineThreads < units);

@@ -46,8 +46,9 @@ TEST_CASE("route launch: the codegen's name, block size and shared memory follow
       INFO(key.to_text() << " -> " << ks.name_expression << " " << ks.config_text);
       CHECK(ks.launch.block_threads == ops::route_threads(routes));
       CHECK(ks.launch.dynamic_smem_bytes == ops::route_smem_bytes(E, routes));
-      CHECK(ks.name_expression == "moejit::moe_route_kernel<" + std::to_string(ops::route_threads(routes)) + ", " +
-                                      (staged ? "true" : "false") + ">");
+      CHECK(ks.name_expression == "moejit::moe_route_kernel<moejit::RouteKernel{.threads = " +
+                                      std::to_string(ops::route_threads(routes)) + ", .staged = " +
+                                      (staged ? "true" : "false") + "}>");
       // The shared memory never depends on the bucket beyond the variant: one
       // cache entry per (variant, E), not one per bucket.
       if (staged) CHECK(ks.launch.dynamic_smem_bytes == 16u * E + 8u * ops::kRouteStagedRoutes);

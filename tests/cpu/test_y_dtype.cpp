@@ -99,8 +99,10 @@ TEST_CASE("Y dtype: the combine key and kernel differ between f32 and bf16 Y", "
   CHECK(!(kf.hash() == kb.hash()));
   CHECK(key_diff(kf, kb) == "in: f32 -> bf16");
   const auto sf = codegen::generate(kf), sb = codegen::generate(kb);
-  CHECK(sf.name_expression == "moejit::moe_combine_kernel<256, 4, 4, false>");
-  CHECK(sb.name_expression == "moejit::moe_combine_kernel<256, 8, 4, true>");
+  CHECK(sf.name_expression ==
+        "moejit::moe_combine_kernel<moejit::CombineKernel{.threads = 256, .cols = 4, .in_flight = 4, .y_bf16 = false}>");
+  CHECK(sb.name_expression ==
+        "moejit::moe_combine_kernel<moejit::CombineKernel{.threads = 256, .cols = 8, .in_flight = 4, .y_bf16 = true}>");
   CHECK(sb.config_text == "threads=256 cols=8 in_flight=4 y=bf16");
   CHECK_THROWS_WITH(codegen::generate(ops::combine_key(kGptOss, DType::f16, 64, Target{})), Catch::Contains("in=f16"));
 }

@@ -1,9 +1,10 @@
-// The template argument of every grouped GEMM kernel: one struct per kernel,
+// The template argument of the grouped GEMM, weight-gradient, routing and
+// combine kernels: one struct per kernel,
 // passed as a C++20 class-type template parameter and named field by field in
 // the instantiation the host generates (designated initializers), e.g.
 //   moejit::grouped_gemm_mxfp4_ws_kernel<moejit::Mxfp4WsKernel{.bm = 192, .cwg = 2, ...}>
-// One definition, compiled by NVRTC into every grouped GEMM translation unit
-// (after kernel_params.cuh) and by the host (src/ops/grouped_gemm_configs.hpp,
+// One definition, compiled by NVRTC into those kernels' translation units
+// (after kernel_params.cuh) and by the host (src/ops/kernel_configs.hpp,
 // which prints them), so host and kernel cannot disagree on a field: NVRTC
 // rejects an unknown field name and fields out of declaration order, and the
 // host build fails when a struct gains a field its printer does not name.
@@ -77,6 +78,26 @@ struct Fp8MmaKernel {
   int warps_m, warps_n, mi, ni, stages, quant, wscale;
   bool k_tail;
   GemmEpilogue epilogue;
+};
+
+// moe_wgrad_sm90.cuh (warp-specialized weight gradient): bn output channels,
+// stages, cluster CTAs sharing the grad tiles, bf16 dW (else f32)
+struct WgradKernel {
+  int bn, stages, cluster;
+  bool out_bf16;
+};
+
+// moe_combine.cuh: threads per CTA, Y columns per thread, Y rows loaded
+// before summing (window), bf16 Y (else f32 partials)
+struct CombineKernel {
+  int threads, cols, in_flight;
+  bool y_bf16;
+};
+
+// moe_routing.cuh: threads per CTA, routes staged in shared memory
+struct RouteKernel {
+  int threads;
+  bool staged;
 };
 
 }  // namespace moejit

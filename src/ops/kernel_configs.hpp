@@ -1,11 +1,11 @@
 #pragma once
-// The grouped GEMM kernels' template arguments (kernels/grouped_gemm_configs.cuh,
+// The kernels' template arguments (kernels/kernel_configs.cuh,
 // one definition for NVRTC and the host): their text in a name expression,
 // every field by name (designated initializers, in declaration order), and
 // what the generators fill them from.
 #include <string>
 
-#include "../../kernels/grouped_gemm_configs.cuh"
+#include "../../kernels/kernel_configs.cuh"
 #include "moejit/key.hpp"
 
 // The text of each config struct: "moejit::<Struct>{.field = value, ...}".
@@ -66,6 +66,21 @@ inline std::string text(const Fp8MmaKernel& c) {
   return "moejit::Fp8MmaKernel{" + i("warps_m", warps_m) + ", " + i("warps_n", warps_n) + ", " + i("mi", mi) + ", " +
          i("ni", ni) + ", " + i("stages", stages) + ", " + i("quant", quant) + ", " + i("wscale", wscale) + ", " +
          b("k_tail", k_tail) + ", .epilogue = " + text(epilogue) + "}";
+}
+
+inline std::string text(const WgradKernel& c) {
+  const auto& [bn, stages, cluster, out_bf16] = c;
+  return "moejit::WgradKernel{" + i("bn", bn) + ", " + i("stages", stages) + ", " + i("cluster", cluster) + ", " +
+         b("out_bf16", out_bf16) + "}";
+}
+inline std::string text(const CombineKernel& c) {
+  const auto& [threads, cols, in_flight, y_bf16] = c;
+  return "moejit::CombineKernel{" + i("threads", threads) + ", " + i("cols", cols) + ", " + i("in_flight", in_flight) +
+         ", " + b("y_bf16", y_bf16) + "}";
+}
+inline std::string text(const RouteKernel& c) {
+  const auto& [threads, staged] = c;
+  return "moejit::RouteKernel{" + i("threads", threads) + ", " + b("staged", staged) + "}";
 }
 
 }  // namespace moejit::kernel_config_text

@@ -1,4 +1,4 @@
-// The grouped GEMM kernels' template arguments (kernels/grouped_gemm_configs.cuh):
+// The grouped GEMM kernels' template arguments (kernels/kernel_configs.cuh):
 // the host prints every field by name, every generated grouped GEMM names its
 // kernel's config struct and compiles as C++20, and generate(key, config)
 // gives the unit the heuristic path gives.
@@ -10,7 +10,7 @@
 #include "moejit/bucketing.hpp"
 #include "moejit/moe_layer.hpp"
 #include "ops/grouped_gemm_config.hpp"
-#include "ops/grouped_gemm_configs.hpp"
+#include "ops/kernel_configs.hpp"
 #include "ops/moe_keys.hpp"
 #include "test_shapes.hpp"
 
