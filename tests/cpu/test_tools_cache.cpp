@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "cli/run_tool.hpp"
+#include "moejit/cache_admin.hpp"
 
 using moejit::test::run_tool;
 using moejit::test::TempDir;
@@ -154,6 +156,23 @@ TEST_CASE("moejit-cache ls, show, stats and explain on a filled cache", "[tools]
   const ToolResult missing = run_tool("moejit-cache", {"show", "0000dead", "--cache-dir", cache.string()});
   CHECK(missing.exit_code == 2);
   CHECK(missing.err_lines().size() == 1);
+
+  // cubin: the entry's ELF, byte for byte; OUT in a folder that does not
+  // exist, or an unknown id: exit 2.
+  TempDir out("cache-cli-cubin");
+  const ToolResult cubin =
+      run_tool("moejit-cache", {"cubin", id.substr(0, 8), (out.path() / "k.cubin").string(), "--cache-dir", cache.string()});
+  INFO(cubin.out << cubin.err);
+  CHECK(cubin.exit_code == 0);
+  std::ifstream cf(out.path() / "k.cubin", std::ios::binary);
+  const std::string elf((std::istreambuf_iterator<char>(cf)), std::istreambuf_iterator<char>());
+  REQUIRE(elf.size() > 4);
+  CHECK(elf.compare(0, 4, "\x7f" "ELF") == 0);
+  CHECK(elf == moejit::cache_admin::read_entry(cache, id).cubin);
+  CHECK(run_tool("moejit-cache", {"cubin", id, (out.path() / "no" / "k.cubin").string(), "--cache-dir",
+                                  cache.string()}).exit_code == 2);
+  CHECK(run_tool("moejit-cache", {"cubin", "0000dead", (out.path() / "x.cubin").string(), "--cache-dir",
+                                  cache.string()}).exit_code == 2);
 
   const auto stats = json_of(run_tool("moejit-cache", {"stats", "--json", "--cache-dir", cache.string()}));
   CHECK(stats["entries"] == ls.size());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/tool_support.hpp"
@@ -133,6 +134,22 @@ int cmd_show(const std::filesystem::path& dir, const std::string& id) {
               format_bytes(entry.cubin.size()).c_str(), format_ms(h.compile_ms).c_str(),
               format_unix_time(h.created_unix).c_str());
   std::printf("nvrtc log%s\n%s\n", h.nvrtc_log.empty() ? "          (empty)" : ":", h.nvrtc_log.c_str());
+  return 0;
+}
+
+int cmd_cubin(const std::filesystem::path& dir, const std::string& id, const std::filesystem::path& out) {
+  std::error_code ec;
+  const std::filesystem::path parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
+  if (std::filesystem::is_directory(out, ec)) throw UsageError("cubin: OUT '" + out.string() + "' is a directory");
+  if (!std::filesystem::is_directory(parent, ec))
+    throw UsageError("cubin: folder '" + parent.string() + "' of OUT '" + out.string() + "' does not exist");
+  const cache_admin::Entry entry = cache_admin::read_entry(dir, id, cache_admin::ownership_from_env());
+  std::ofstream f(out, std::ios::binary | std::ios::trunc);
+  f.write(entry.cubin.data(), static_cast<std::streamsize>(entry.cubin.size()));
+  f.close();
+  if (!f) throw UsageError("cubin: cannot write OUT '" + out.string() + "'");
+  std::printf("%s: %s cubin of %s (%s)\n", out.string().c_str(), format_bytes(entry.cubin.size()).c_str(),
+              entry.address.hex().c_str(), entry.header.lowered_name.c_str());
   return 0;
 }
 

@@ -2,6 +2,7 @@
 //
 //   moejit-cache ls [--json]            moejit-cache verify
 //   moejit-cache show ID                moejit-cache prune --max-size 2G --older-than 7d
+//   moejit-cache cubin ID OUT
 //   moejit-cache stats [--json]         moejit-cache clear --yes
 //   moejit-cache explain KEY            moejit-cache export OUT [--arch ARCH]
 //   ls / verify / explain --pack FILE   (every subcommand: --cache-dir DIR)
@@ -37,12 +38,15 @@ int run(int argc, char** argv) {
     return s;
   };
   bool json = false, yes = false, repair = false, dry_run = false;
-  std::string id, key, max_size, older_than, pack, export_out, export_arch;
+  std::string id, key, max_size, older_than, pack, export_out, export_arch, cubin_out;
   CLI::App* ls = sub("ls", "list entries: id, size, target, registers, spills, last use, key");
   ls->add_flag("--json", json, "one JSON array instead of the table");
   ls->add_option("--pack", pack, "list an AOT pack file instead of the directory")->option_text("FILE");
   CLI::App* show = sub("show", "everything about one entry (its id or a unique prefix of it)");
   show->add_option("ID", id, "entry id")->required();
+  CLI::App* cubin = sub("cubin", "write one entry's cubin to a file (for cuobjdump -sass or nvdisasm)");
+  cubin->add_option("ID", id, "entry id (or a unique prefix of it)")->required();
+  cubin->add_option("OUT", cubin_out, "file to write")->required();
   CLI::App* stats = sub("stats", "entries, bytes, recorded hits / misses / compiles, quarantined");
   stats->add_flag("--json", json, "one JSON object instead of the table");
   CLI::App* verify = sub("verify", "check every entry; exit 1 if any is bad (each problem listed; outdated entries "
@@ -85,6 +89,7 @@ int run(int argc, char** argv) {
   };
   if (ls->parsed()) return pack.empty() ? cmd_ls(existing(), json) : cmd_ls_pack(pack, json);
   if (show->parsed()) return cmd_show(existing(), id);
+  if (cubin->parsed()) return cmd_cubin(existing(), id, cubin_out);
   if (stats->parsed()) return cmd_stats(existing(), json);
   if (verify->parsed()) {
     if (!pack.empty() && repair) throw UsageError("verify --repair cannot change a pack (packs are immutable)");
@@ -105,7 +110,7 @@ int run(int argc, char** argv) {
   }
   if (clear->parsed()) return cmd_clear(existing(), yes);
   if (explain->parsed()) return pack.empty() ? cmd_explain(dir, key) : cmd_explain_pack(pack, key);
-  throw UsageError("no subcommand given (ls, show, stats, verify, prune, clear, explain, export)");
+  throw UsageError("no subcommand given (ls, show, cubin, stats, verify, prune, clear, explain, export)");
 }
 
 }  // namespace
