@@ -1,17 +1,20 @@
-// The template argument of the grouped GEMM, weight-gradient, routing and
-// combine kernels: one struct per kernel,
+// The template argument of the grouped GEMM, warp-specialized weight-gradient,
+// routing and combine kernels: one struct per kernel,
 // passed as a C++20 class-type template parameter and named field by field in
 // the instantiation the host generates (designated initializers), e.g.
 //   moejit::grouped_gemm_mxfp4_ws_kernel<moejit::Mxfp4WsKernel{.bm = 192, .cwg = 2, ...}>
 // One definition, compiled by NVRTC into those kernels' translation units
 // (after kernel_params.cuh) and by the host (src/ops/kernel_configs.hpp,
-// which prints them), so host and kernel cannot disagree on a field: NVRTC
-// rejects an unknown field name and fields out of declaration order, and the
-// host build fails when a struct gains a field its printer does not name.
-// The fields are documented where the kernels read them (the "Tunable
-// parameters" block of each kernel file); the codes are the kernels' enums
-// (grouped_gemm_params.cuh: kAct*, kBias*; grouped_gemm_tma_ws_sm90.cuh:
-// kTmaWs*; grouped_gemm_fp8_sm90.cuh: f8::kWs*).
+// which prints them). What is checked: adding or removing a field breaks the
+// host build (the printers bind every field); a field the printer names
+// wrongly or out of order is rejected by NVRTC when the kernel compiles (the
+// CPU kernel-source tests compile every variant); the printed names and
+// values are pinned by tests/cpu/test_kernel_configs.cpp.
+// The tunable fields are documented where the kernels read them (the
+// "Tunable parameters" block of each kernel file); the codes, in the comments
+// below, are the kernels' enums (grouped_gemm_params.cuh: kAct*, kBias*,
+// kQuant*; grouped_gemm_tma_ws_sm90.cuh: kTmaWs*; grouped_gemm_fp8_sm90.cuh:
+// f8::kWs*, its own kAct* and kBias* of the same values).
 // Plain C++ only: built-in types, no includes, nothing device-specific.
 
 namespace moejit {
@@ -46,7 +49,8 @@ struct Mxfp4WgmmaKernel {
   GemmEpilogue epilogue;
 };
 
-// grouped_gemm_mxfp4_wgmma_wa_sm90.cuh (weights as A); th: 64-row token halves (warpgroups' tiles)
+// grouped_gemm_mxfp4_wgmma_wa_sm90.cuh (weights as A); th: 64-row halves of the
+// routed-row tile, 1 or 2 (GemmConfig::wg with wa)
 struct Mxfp4WgmmaWaKernel {
   int th, stages;
   bool k_tail;

@@ -66,7 +66,7 @@ struct GroupedGemmParams {
                              // their activation quantizer): read the tile fields (or route, FR), issue the first
                              // weight loads (MXFP4: and load the bias) before griddepcontrol.wait; with FR
                              // sorted_route is gate_up's output and waits
-  // Decode with FR (<= 32 routes; MXFP4: the FR template argument, FP8
+  // Decode with FR (<= 32 routes; MXFP4: the fr field of Mxfp4DecodeKernel, FP8
   // per-token: topk_ids non-null): every warp routes topk_ids itself;
   // warp 0 of gate_up's CTA (0, 0) writes the routing outputs (the layer then
   // launches no routing kernel). Same ranges as kernels/moe_routing.cuh, rows

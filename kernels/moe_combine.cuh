@@ -3,7 +3,7 @@
 // Router weights were already applied by the down projection's epilogue.
 //
 // ---- Tunable parameters (CombineKernel, kernels/kernel_configs.cuh: the fields
-// in lower case; src/ops/launch_contracts.hpp) ----
+// in lower case; chosen in src/ops/launch_contracts.hpp) ----
 //   THREADS   : CTA size. The grid is flat over units u = t * (hidden / COLS) + chunk,
 //               one (token, COLS-column chunk) per thread, so a CTA may span two
 //               tokens and only the grid's last CTA has idle threads. Why flat:

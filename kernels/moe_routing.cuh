@@ -4,7 +4,7 @@
 // synchronization, capturable in a CUDA graph.
 //
 // ---- Tunable parameters (RouteKernel, kernels/kernel_configs.cuh: the fields in
-// lower case; src/ops/launch_contracts.hpp) ----
+// lower case; chosen in src/ops/launch_contracts.hpp) ----
 //   THREADS : CTA size (256 up to 1024 routes, else 1024; ops::route_threads).
 //   STAGED  : routes staged in shared memory: topk_ids are read from global memory
 //             once, and the expert-sorted order is built in shared memory and

@@ -20,7 +20,7 @@ struct KernelSource {
   // The whole NVRTC translation unit: embedded kernels/*.cuh text plus the
   // instantiation lines. Never contains a path; includes no toolkit header.
   std::string source;
-  // For nvrtcAddNameExpression, e.g. "moejit::moe_combine_kernel<256, 8, 4, true>",
+  // For nvrtcAddNameExpression, e.g. "moejit::k_order_kernel<256>",
   // "moejit::grouped_gemm_mxfp4_ws_kernel<moejit::Mxfp4WsKernel{.bm = 192, ...}>"
   // (a config struct named field by field; needs -std=c++20 in options) or the
   // plain name of an extern "C" kernel. Must name exactly one __global__ function.

@@ -9,7 +9,8 @@
 // and serving must run with the same tuning (RuntimeOptions::gemm_tuning; the
 // MoE layer and prewarm take it from their Runtime).
 //
-// The fields are the template parameters documented at the top of
+// The fields are those of the kernels' config structs (kernels/kernel_configs.cuh),
+// documented in the "Tunable parameters" block at the top of
 // kernels/grouped_gemm_mxfp4_decode_sm90.cuh (decode) and of
 // kernels/grouped_gemm_mxfp4_wgmma_sm90.cuh, _wgmma_wa_sm90.cuh and
 // _ws_sm90.cuh, and kernels/grouped_gemm_tma_ws_sm90.cuh (prefill; bf16 takes

@@ -7,21 +7,24 @@
 #include <vector>
 
 #include "codegen/kernel_source.hpp"
-#include "ops/fp8_gemm_config.hpp"
-#include "ops/grouped_gemm_config.hpp"
+
+namespace moejit::ops {
+struct GemmConfig;     // src/ops/grouped_gemm_config.hpp
+struct Fp8GemmConfig;  // src/ops/fp8_gemm_config.hpp
+}  // namespace moejit::ops
 
 namespace moejit::codegen {
 
 // op = gate_up, down with quant = bf16 / w4a16_mxfp4 (src/ops/kernel_codegen.cpp):
-// the heuristic's configuration (ops::choose_config under `tuning`), or a given
-// one (which must be choose_config's for some tuning: the kernels' contracts
-// are checked there).
+// the heuristic's configuration (ops::choose_config under `tuning`), or the
+// unit of a given configuration (the kernels' contracts are checked by
+// choose_config, not here: pass one it returned, for some tuning).
 KernelSource generate_grouped_gemm(const SpecKey& key, const GemmTuning& tuning);
 KernelSource generate_grouped_gemm(const SpecKey& key, const ops::GemmConfig& config);
-// A grouped GEMM translation unit: the device prelude (common.cuh,
-// kernel_params.cuh), the kernels' template arguments (kernel_configs.cuh),
-// then `files` in order.
-std::string gemm_unit(std::initializer_list<std::string_view> files);
+// The translation unit of a kernel that takes a config struct: the device
+// prelude (common.cuh, kernel_params.cuh), the config structs
+// (kernel_configs.cuh), then `files` in order.
+std::string config_unit(std::initializer_list<std::string_view> files);
 // The NVRTC options of a unit whose kernel takes a config struct of
 // kernel_configs.cuh (the grouped GEMMs, routing, combine, the warp-specialized
 // weight gradient): C++20, for the class-type template parameter.

@@ -58,7 +58,7 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const ops::Fp8GemmCon
   const GemmEpilogue e = ops::gemm_epilogue(key);
   KernelSource ks;
   if (c.decode) {
-    ks.source = gemm_unit(
+    ks.source = config_unit(
         {"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "decode_routing.cuh", "grouped_gemm_fp8_decode_sm90.cuh"});
     ks.name_expression = ops::instantiation(
         "moejit::grouped_gemm_fp8_decode_kernel",
@@ -67,14 +67,14 @@ KernelSource generate_grouped_gemm_fp8(const SpecKey& key, const ops::Fp8GemmCon
   } else if (c.ws) {
     // The TMA warp-specialized mainloop with e4m3 operands; scale 1 per
     // expert, 2 per channel, 3 MXFP8 block scales (kTmaWsScale*).
-    ks.source = gemm_unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"});
+    ks.source = config_unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"});
     const int scale = key.quant == QuantMode::mxfp8 ? 3 : key.weight_scale == WeightScale::per_channel ? 2 : 1;
     ks.name_expression = ops::instantiation(
         "moejit::grouped_gemm_tma_ws_kernel",
         TmaWsKernel{.elem = 1, .scale = scale, .bn = c.bn(), .stages = c.stages, .promote_slices = c.promote_slices,
                     .k_tail = c.k_tail, .epilogue = e});
   } else {
-    ks.source = gemm_unit({"grouped_gemm_fp8_sm90.cuh"});
+    ks.source = config_unit({"grouped_gemm_fp8_sm90.cuh"});
     ks.name_expression = ops::instantiation(
         "moejit::f8::grouped_gemm_fp8_kernel",
         Fp8MmaKernel{.warps_m = c.warps_m, .warps_n = c.warps_n, .mi = c.mi, .ni = c.ni, .stages = c.stages,

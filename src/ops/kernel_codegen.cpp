@@ -1,9 +1,8 @@
 // Generators of the MoE kernel families: key -> NVRTC translation unit.
 // The unit is the embedded device prelude plus the family's files; the template
-// arguments travel in the name expression (for the grouped GEMMs one config
-// struct, every field by name: kernels/kernel_configs.cuh), so one source
-// text serves every configuration and the content address differs only where
-// the kernel does.
+// arguments travel in the name expression (one config struct, every field by
+// name: kernels/kernel_configs.cuh), so one source text serves every
+// configuration and the content address differs only where the kernel does.
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -33,7 +32,7 @@ std::string unit(std::initializer_list<std::string_view> files) {
 
 }  // namespace
 
-std::string gemm_unit(std::initializer_list<std::string_view> files) {
+std::string config_unit(std::initializer_list<std::string_view> files) {
   std::string s = unit({"kernel_configs.cuh"});
   for (std::string_view f : files) {
     s += "\n";
@@ -53,21 +52,23 @@ KernelSource generate_grouped_gemm(const SpecKey& key, const ops::GemmConfig& c)
   KernelSource ks;
   switch (c.kernel) {
     case ops::GemmKernel::mxfp4_decode:
-      ks.source = gemm_unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "decode_routing.cuh", "grouped_gemm_mxfp4_decode_sm90.cuh"});
+      ks.source = config_unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "decode_routing.cuh",
+                               "grouped_gemm_mxfp4_decode_sm90.cuh"});
       ks.name_expression = ops::instantiation("moejit::grouped_gemm_mxfp4_decode_kernel",
                                               Mxfp4DecodeKernel{.wn = c.wn, .kw = c.kw, .mw = c.mw, .nt = c.nt,
                                                                 .depth = c.depth, .ctas = c.ctas, .xs = c.xs,
                                                                 .fr = c.fr, .epilogue = e});
       break;
     case ops::GemmKernel::mxfp4_ws:
-      ks.source = gemm_unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "wgmma_sm90.cuh", "grouped_gemm_mxfp4_ws_sm90.cuh"});
+      ks.source = config_unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "wgmma_sm90.cuh",
+                               "grouped_gemm_mxfp4_ws_sm90.cuh"});
       ks.name_expression = ops::instantiation(
           "moejit::grouped_gemm_mxfp4_ws_kernel",
           Mxfp4WsKernel{.bm = c.tm, .cwg = c.cwg, .stages = c.stages, .k_tail = c.k_tail,
                         .k_order_in = c.k_order_in, .k_order_out = c.k_order_out, .epilogue = e});
       break;
     case ops::GemmKernel::bf16_ws:
-      ks.source = gemm_unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"});
+      ks.source = config_unit({"grouped_gemm_params.cuh", "wgmma_sm90.cuh", "grouped_gemm_tma_ws_sm90.cuh"});
       ks.name_expression = ops::instantiation(
           "moejit::grouped_gemm_tma_ws_kernel",
           TmaWsKernel{.elem = 0, .scale = 0, .bn = c.bn(), .stages = c.stages, .promote_slices = 1,
@@ -75,20 +76,20 @@ KernelSource generate_grouped_gemm(const SpecKey& key, const ops::GemmConfig& c)
       break;
     case ops::GemmKernel::mxfp4_wgmma:
       if (c.wa) {
-        ks.source = gemm_unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh",
+        ks.source = config_unit({"grouped_gemm_params.cuh", "mxfp4_fragments.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh",
                                "grouped_gemm_mxfp4_wgmma_wa_sm90.cuh"});
         ks.name_expression = ops::instantiation(
             "moejit::grouped_gemm_mxfp4_wgmma_wa_kernel",
             Mxfp4WgmmaWaKernel{.th = c.wg, .stages = c.stages, .k_tail = c.k_tail, .epilogue = e});
         break;
       }
-      ks.source = gemm_unit({"grouped_gemm_params.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh"});
+      ks.source = config_unit({"grouped_gemm_params.cuh", "grouped_gemm_mxfp4_wgmma_sm90.cuh"});
       ks.name_expression = ops::instantiation(
           "moejit::grouped_gemm_mxfp4_wgmma_kernel",
           Mxfp4WgmmaKernel{.wg = c.wg, .stages = c.stages, .overlap = c.depth == 2, .k_tail = c.k_tail, .epilogue = e});
       break;
     case ops::GemmKernel::x_operand_a:
-      ks.source = gemm_unit({"grouped_gemm_params.cuh", "grouped_gemm_sm90.cuh"});
+      ks.source = config_unit({"grouped_gemm_params.cuh", "grouped_gemm_sm90.cuh"});
       ks.name_expression = ops::instantiation(
           "moejit::grouped_gemm_kernel",
           MmaGemmKernel{.warps_m = c.warps_m, .warps_n = c.warps_n, .mi = c.mi, .ni = c.ni, .stages = c.stages,
@@ -110,7 +111,7 @@ KernelSource generate_route(const SpecKey& key) {
   const std::uint32_t threads = ops::route_threads(routes);
   const bool staged = ops::route_staged(key.experts, routes);
   KernelSource ks;
-  ks.source = unit({"kernel_configs.cuh", "moe_routing.cuh"});
+  ks.source = config_unit({"moe_routing.cuh"});
   ks.name_expression = ops::instantiation("moejit::moe_route_kernel",
                                           RouteKernel{.threads = static_cast<int>(threads), .staged = staged});
   ks.options = kernel_config_options();
@@ -131,7 +132,7 @@ KernelSource generate_combine(const SpecKey& key) {
   const std::uint32_t cols = ops::combine_cols(key.n, y_bf16);  // MoeLayer::combine sizes the grid with the same
   const std::uint32_t in_flight = ops::combine_in_flight(key.top_k);
   KernelSource ks;
-  ks.source = unit({"kernel_configs.cuh", "moe_combine.cuh"});
+  ks.source = config_unit({"moe_combine.cuh"});
   ks.name_expression = ops::instantiation(
       "moejit::moe_combine_kernel", CombineKernel{.threads = static_cast<int>(ops::kCombineThreads),
                                                   .cols = static_cast<int>(cols),

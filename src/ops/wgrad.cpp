@@ -86,13 +86,14 @@ KernelSource generate_wgrad(const SpecKey& key) {
   if (auto why = why_not(key); !why.empty()) throw InvalidArgument(why);
   const WgradConfig c = choose_wgrad_config(key);
   KernelSource ks;
-  ks.source = "// moejit generated translation unit\n";
-  const auto files = c.ws ? std::vector<const char*>{"common.cuh", "kernel_params.cuh", "kernel_configs.cuh", "wgmma_sm90.cuh",
-                                                     "moe_wgrad_sm90.cuh"}
-                          : std::vector<const char*>{"common.cuh", "kernel_params.cuh", "moe_wgrad_mma_sm90.cuh"};
-  for (const char* f : files) {
-    ks.source += kernel_file(f);
-    ks.source += "\n";
+  if (c.ws) {
+    ks.source = config_unit({"wgmma_sm90.cuh", "moe_wgrad_sm90.cuh"});
+  } else {
+    ks.source = "// moejit generated translation unit\n";
+    for (const char* f : {"common.cuh", "kernel_params.cuh", "moe_wgrad_mma_sm90.cuh"}) {
+      ks.source += kernel_file(f);
+      ks.source += "\n";
+    }
   }
   const char* out_bf16 = key.out_dtype == DType::bf16 ? "true" : "false";
   if (c.ws) {

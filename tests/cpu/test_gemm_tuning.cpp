@@ -235,12 +235,18 @@ TEST_CASE("gemm tuning: a runtime's kernels follow its tuning", "[tuning][nvrtc]
   const SpecKey k = ops::gemm_key(OpKind::gate_up, kShapes[0], QuantMode::w4a16_mxfp4,
                                   WeightScale::e8m0_block32, 1, Target{}, depth3);
   const auto kernel = tuned.compiled(k);
-  // The tuned template arguments, not the heuristic's (depth 1), are compiled.
+  // The tuned config, not the heuristic's (depth 1), is compiled.
   const std::string expected = codegen::generate(k, depth3).name_expression;
   CHECK(expected != codegen::generate(k, GemmTuning{}).name_expression);
   CHECK(kernel->launch.block_threads == codegen::generate(k, depth3).launch.block_threads);
   CHECK(kernel->lowered_name.find("grouped_gemm_mxfp4_decode_kernel") != std::string::npos);
-  CHECK(kernel->lowered_name.find("Li3E") != std::string::npos);
+  CHECK(expected.find(".depth = 3,") != std::string::npos);
+  // The compiled kernel's mangled name carries the config's fields in order:
+  // wn, kw, mw, nt, then depth 3.
+  const ops::GemmConfig c3 = ops::choose_config(k, depth3);
+  CHECK(kernel->lowered_name.find("Mxfp4DecodeKernelELi" + std::to_string(c3.wn) + "ELi" + std::to_string(c3.kw) +
+                                  "ELi" + std::to_string(c3.mw) + "ELi" + std::to_string(c3.nt) + "ELi3E") !=
+        std::string::npos);
   // FP8 per token at decode: the K split of the tuning, in the kernel and in
   // the layer plan's launch configuration alike.
   GemmTuning kw1;
