@@ -141,7 +141,7 @@ TEST_CASE("moejit-cache verify reports a truncated entry, a bit-flipped entry an
   CHECK(stats["quarantined"] == stats["quarantined_files"]);  // the counter agrees with what was moved
 }
 
-TEST_CASE("moejit-cache ls, show, stats and explain on a filled cache", "[tools][cli][nvrtc]") {
+TEST_CASE("moejit-cache ls, show, cubin, stats and explain on a filled cache", "[tools][cli][nvrtc]") {
   const fs::path& cache = filled_cache();
   const auto ls = json_of(run_tool("moejit-cache", {"ls", "--json", "--cache-dir", cache.string()}));
   REQUIRE(ls.size() == entry_files(cache).size());
@@ -157,22 +157,30 @@ TEST_CASE("moejit-cache ls, show, stats and explain on a filled cache", "[tools]
   CHECK(missing.exit_code == 2);
   CHECK(missing.err_lines().size() == 1);
 
-  // cubin: the entry's ELF, byte for byte; OUT in a folder that does not
-  // exist, or an unknown id: exit 2.
+  // cubin: the entry's ELF, byte for byte, replacing an existing file; OUT
+  // that is "-", a directory, or in a folder that does not exist, and an
+  // unknown id: exit 2 with one line naming OUT.
   TempDir out("cache-cli-cubin");
-  const ToolResult cubin =
-      run_tool("moejit-cache", {"cubin", id.substr(0, 8), (out.path() / "k.cubin").string(), "--cache-dir", cache.string()});
+  const fs::path k = out.path() / "k.cubin";
+  std::ofstream(k) << "an older file";
+  const ToolResult cubin = run_tool("moejit-cache", {"cubin", id.substr(0, 8), k.string(), "--cache-dir", cache.string()});
   INFO(cubin.out << cubin.err);
   CHECK(cubin.exit_code == 0);
-  std::ifstream cf(out.path() / "k.cubin", std::ios::binary);
+  std::ifstream cf(k, std::ios::binary);
   const std::string elf((std::istreambuf_iterator<char>(cf)), std::istreambuf_iterator<char>());
   REQUIRE(elf.size() > 4);
   CHECK(elf.compare(0, 4, "\x7f" "ELF") == 0);
   CHECK(elf == moejit::cache_admin::read_entry(cache, id).cubin);
-  CHECK(run_tool("moejit-cache", {"cubin", id, (out.path() / "no" / "k.cubin").string(), "--cache-dir",
-                                  cache.string()}).exit_code == 2);
+  for (const std::string& bad_out : {(out.path() / "no" / "k.cubin").string(), out.path().string(), std::string("-")}) {
+    const ToolResult r = run_tool("moejit-cache", {"cubin", id, bad_out, "--cache-dir", cache.string()});
+    INFO(bad_out << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err_lines().size() == 1);
+    CHECK_THAT(r.err, Catch::Contains("cubin: ") && Catch::Contains("OUT '" + bad_out + "'"));
+  }
   CHECK(run_tool("moejit-cache", {"cubin", "0000dead", (out.path() / "x.cubin").string(), "--cache-dir",
                                   cache.string()}).exit_code == 2);
+  CHECK(!fs::exists(out.path() / "x.cubin"));
 
   const auto stats = json_of(run_tool("moejit-cache", {"stats", "--json", "--cache-dir", cache.string()}));
   CHECK(stats["entries"] == ls.size());

@@ -1,11 +1,14 @@
-// ls, show, stats, verify: views of a cache directory over moejit/cache_admin.hpp.
+// ls, show, cubin, stats, verify: views of a cache directory over moejit/cache_admin.hpp.
 #include "commands.hpp"
 
 #include <algorithm>
 #include <cstdio>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "common/tool_support.hpp"
 #include "moejit/cache_admin.hpp"
@@ -138,16 +141,33 @@ int cmd_show(const std::filesystem::path& dir, const std::string& id) {
 }
 
 int cmd_cubin(const std::filesystem::path& dir, const std::string& id, const std::filesystem::path& out) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  const std::filesystem::path parent = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
-  if (std::filesystem::is_directory(out, ec)) throw UsageError("cubin: OUT '" + out.string() + "' is a directory");
-  if (!std::filesystem::is_directory(parent, ec))
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  if (out == "-") throw UsageError("cubin: OUT '-': give a file (a cubin is binary)");
+  if (fs::is_directory(out, ec)) throw UsageError("cubin: OUT '" + out.string() + "' is a directory");
+  if (!fs::exists(parent, ec))
     throw UsageError("cubin: folder '" + parent.string() + "' of OUT '" + out.string() + "' does not exist");
+  if (!fs::is_directory(parent, ec))
+    throw UsageError("cubin: '" + parent.string() + "' of OUT '" + out.string() + "' is not a directory");
   const cache_admin::Entry entry = cache_admin::read_entry(dir, id, cache_admin::ownership_from_env());
-  std::ofstream f(out, std::ios::binary | std::ios::trunc);
-  f.write(entry.cubin.data(), static_cast<std::streamsize>(entry.cubin.size()));
-  f.close();
-  if (!f) throw UsageError("cubin: cannot write OUT '" + out.string() + "'");
+  // Written beside OUT, then renamed onto it: a failed write leaves OUT as it was.
+  const fs::path tmp = out.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(entry.cubin.data(), static_cast<std::streamsize>(entry.cubin.size()));
+    f.close();
+    if (!f) {
+      const int err = errno;
+      fs::remove(tmp, ec);
+      throw UsageError("cubin: cannot write OUT '" + out.string() + "': " + std::strerror(err));
+    }
+  }
+  fs::rename(tmp, out, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw UsageError("cubin: cannot write OUT '" + out.string() + "': " + ec.message());
+  }
   std::printf("%s: %s cubin of %s (%s)\n", out.string().c_str(), format_bytes(entry.cubin.size()).c_str(),
               entry.address.hex().c_str(), entry.header.lowered_name.c_str());
   return 0;

@@ -18,8 +18,11 @@ std::string format_unix_time(std::int64_t unix_seconds);
 int cmd_ls(const std::filesystem::path& dir, bool json);
 int cmd_show(const std::filesystem::path& dir, const std::string& id);
 // Writes the verified entry's cubin (the ELF that cuobjdump -sass and nvdisasm
-// read) to `out`, replacing it; UsageError (exit 2) naming `out` when it is a
-// directory, its folder does not exist, or it cannot be written.
+// read) to `out`, replacing it (through a temporary file beside it: a failed
+// write leaves `out` as it was). UsageError (exit 2) naming `out` when it is
+// "-", a directory, in a folder that does not exist, or cannot be written; as
+// `show`: InvalidArgument (exit 2) when `id` matches no entry or several,
+// Error (exit 1) when the entry is corrupt or its directory is not trusted.
 int cmd_cubin(const std::filesystem::path& dir, const std::string& id, const std::filesystem::path& out);
 int cmd_stats(const std::filesystem::path& dir, bool json);
 // Exit 1 when any entry is corrupt or any foreign / leftover file or refused

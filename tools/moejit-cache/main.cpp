@@ -46,7 +46,7 @@ int run(int argc, char** argv) {
   show->add_option("ID", id, "entry id")->required();
   CLI::App* cubin = sub("cubin", "write one entry's cubin to a file (for cuobjdump -sass or nvdisasm)");
   cubin->add_option("ID", id, "entry id (or a unique prefix of it)")->required();
-  cubin->add_option("OUT", cubin_out, "file to write")->required();
+  cubin->add_option("OUT", cubin_out, "file to write (replaced if it exists)")->required();
   CLI::App* stats = sub("stats", "entries, bytes, recorded hits / misses / compiles, quarantined");
   stats->add_flag("--json", json, "one JSON object instead of the table");
   CLI::App* verify = sub("verify", "check every entry; exit 1 if any is bad (each problem listed; outdated entries "
