@@ -14,29 +14,16 @@
 #include "ops/launch_contracts.hpp"
 
 namespace moejit::codegen {
-namespace {
-
-// The device prelude and the launch parameter structs, then the given kernel
-// files in order.
-std::string unit(std::initializer_list<std::string_view> files) {
-  std::string s = "// moejit generated translation unit\n";
-  s += kernel_file("common.cuh");
-  s += "\n";
-  s += kernel_file("kernel_params.cuh");
-  for (std::string_view f : files) {
-    s += "\n";
-    s += kernel_file(f);
-  }
-  return s;
-}
-
-}  // namespace
 
 std::string config_unit(std::initializer_list<std::string_view> files) {
-  std::string s = unit({"kernel_configs.cuh"});
-  for (std::string_view f : files) {
-    s += "\n";
+  std::string s = "// moejit generated translation unit\n";
+  for (std::string_view f : {"common.cuh", "kernel_params.cuh", "kernel_configs.cuh"}) {
     s += kernel_file(f);
+    s += "\n";
+  }
+  for (std::string_view f : files) {
+    s += kernel_file(f);
+    s += "\n";
   }
   return s;
 }
